@@ -1,0 +1,34 @@
+"""Test set-up: import the package from scripts/ (no install needed) and locate ../shared/configs."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+#: Real published config.json files, beside the checkout (never copied into it).
+SHARED_CONFIGS = os.path.join(os.path.dirname(ROOT), "shared", "configs")
+
+
+def shared_config_dir(name: str) -> str:
+    """Path of ../shared/configs/<name>, or skip the test when it is absent."""
+    path = os.path.join(SHARED_CONFIGS, name)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        pytest.skip(f"../shared/configs/{name} not present")
+    return path
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+requires_gpu = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
