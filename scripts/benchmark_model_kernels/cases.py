@@ -85,3 +85,8 @@ class Case:
     skip_reason: str = ""
     """Non-empty: known before launch to be unsupported; becomes status "unsupported" with this
     reason, e.g. "mm_fp4 cutlass needs SM100+; this GPU is sm_90"."""
+
+    @property
+    def base_case_id(self) -> str:
+        """For a with_quant case, the id of the kernel-only case it adds quant time to."""
+        return self.case_id[: -len(".q")] if self.with_quant and self.case_id.endswith(".q") else self.case_id
