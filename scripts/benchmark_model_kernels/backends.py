@@ -134,14 +134,15 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 source=f"{_FBU}:535-546",
                 cc_note="the driver's table gives cutlass_fused_moe no backend below sm_100, "
                         "although the library has an SM90 build (about an hour of JIT)"),
-    # ---- MoE, FP8 per-tensor. The FlashInfer routines take pre-quantized FP8 activations: the driver casts
+    # ---- MoE, FP8. All three take pre-quantized FP8 activations: the driver casts
     # outside the timed call (cutlass moe.py:1019; trtllm per-tensor moe.py:2311, NOT inside
     # run_fp8_per_tensor_moe), so each gets a with_quant twin.
-    # torch's FP8 MoE quantizes its activations per token INSIDE the timed layer (dynamic FP8, as
-    # a layer fed BF16 hidden states must), so it has no separate with_quant twin.
+    # torch's FP8 MoE row takes its input already quantized per token (like the FlashInfer rows);
+    # the per-token quantization between GEMM1 and GEMM2 stays inside; the twin adds the input's.
     BackendSpec("moe", "fp8", "torch._scaled_grouped_mm", TORCH,
                 ccs=((9, 0), (10, 0), (10, 3)),
-                source="torch: _scaled_grouped_mm (row-wise scales) needs SM 9.0 or 10.x"),
+                source="torch: _scaled_grouped_mm (row-wise scales) needs SM 9.0 or 10.x",
+                quant="fp8_per_token_dynamic"),
     BackendSpec("moe", "fp8", "cutlass_fused_moe", "cutlass", ccs=_MOE_CUTLASS,
                 source=f"{_FBU}:535-546", quant="fp8_per_tensor_static",
                 cc_note="the driver's table gives cutlass_fused_moe no backend below sm_100, "
