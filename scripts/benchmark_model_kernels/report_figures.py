@@ -1,0 +1,305 @@
+"""PNG figures of the report (matplotlib, Agg backend), drawn only from an Analysis of results.json.
+
+One workdir: kernel time vs M per module (log-log, one line per backend; at most PANELS_PER_FIGURE
+panels per PNG), a roofline per recipe, and stacked bars of the per-step roll-up. Several workdirs:
+grouped bars of the per-step totals per M. Each function returns [(title, file name)] for report.md
+and draws nothing when there is nothing to draw.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from .report import Analysis
+
+PANELS_PER_FIGURE = 12
+DPI = 110
+#: Line style per recipe; colours go per (recipe, backend) so a backend reads the same in every panel.
+RECIPE_STYLE = {"bf16": "-", "fp8": "--", "nvfp4": ":"}
+KIND_COLORS = {
+    "attention / mixer projections": "#4C72B0",
+    "MLP": "#55A868",
+    "MoE": "#C44E52",
+    "router": "#8172B2",
+    "lm_head": "#CCB974",
+    "other": "#777777",
+}
+RECIPE_COLORS = {"bf16_baseline": "#999999", "bf16": "#4C72B0", "fp8": "#DD8452", "nvfp4": "#55A868"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _log_m_axis(ax, ms: Sequence[int]) -> None:
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(list(ms)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(m) for m in ms], fontsize=8)
+    ax.set_xlim(min(ms) / 1.4, max(ms) * 1.4)  # the same M range in every panel
+
+
+def _grid(n: int) -> tuple[int, int]:
+    cols = min(4, math.ceil(math.sqrt(n)))
+    return math.ceil(n / cols), cols
+
+
+def _series_key(row) -> tuple[str, str, bool]:
+    from .report import backend_label
+
+    return (row.dtype, backend_label(row), bool(row.with_quant))
+
+
+def _series_label(key: tuple[str, str, bool]) -> str:
+    dtype, backend, quant = key
+    return f"{dtype} {backend}{' +quant' if quant else ''}"
+
+
+def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
+    """Kernel time vs M, one panel per module, one line per (recipe, backend, +quant)."""
+    from .report import _has_time
+
+    plt = _plt()
+    from matplotlib.ticker import FuncFormatter
+
+    entries = [e for e in a.entries if any(_has_time(r) for r in a.rows if (r.kind, r.name) == e.key)]
+    if not entries:
+        return []
+    keys = sorted({_series_key(r) for r in a.rows if _has_time(r)},
+                  key=lambda k: (list(RECIPE_STYLE).index(k[0]) if k[0] in RECIPE_STYLE else 9, k[1], k[2]))
+    cmap = plt.get_cmap("tab20" if len(keys) > 10 else "tab10")
+    colors = {k: cmap(i % cmap.N) for i, k in enumerate(keys)}
+    figs = []
+    chunks = [entries[i:i + PANELS_PER_FIGURE] for i in range(0, len(entries), PANELS_PER_FIGURE)]
+    for part, chunk in enumerate(chunks, 1):
+        nrows, ncols = _grid(len(chunk))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 3.4 * nrows + 1.2),
+                                 squeeze=False, layout="constrained")
+        handles = {}
+        for ax, e in zip(axes.flat, chunk):
+            for key in keys:
+                pts = sorted((r.m, r.median_us) for r in a.rows
+                             if (r.kind, r.name) == e.key and _has_time(r) and _series_key(r) == key)
+                if not pts:
+                    continue
+                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], RECIPE_STYLE.get(key[0], "-."),
+                                  marker="x" if key[2] else "o", markersize=4, color=colors[key], linewidth=1.4)
+                handles.setdefault(key, line)
+            ax.set_yscale("log")
+            lo, hi = ax.get_ylim()
+            narrow = hi / lo < 10  # less than a decade: label every minor tick, else only 2s and 5s
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(
+                lambda v, _, narrow=narrow: f"{v:g}" if narrow or f"{v:g}"[0] in "25" else ""))
+            _log_m_axis(ax, a.ms)
+            ax.set_title(textwrap.fill(f"{e.name}  {e.shape}  x{e.layers}", 44), fontsize=9)
+            ax.set_xlabel("M (tokens)", fontsize=8)
+            ax.set_ylabel("median time (us)", fontsize=8)
+            ax.tick_params(axis="y", labelsize=8)
+            ax.grid(True, which="both", alpha=0.3)
+        for ax in list(axes.flat)[len(chunk):]:
+            ax.set_visible(False)
+        ordered = [k for k in keys if k in handles]
+        fig.legend([handles[k] for k in ordered], [_series_label(k) for k in ordered], loc="outside lower center",
+                   ncol=min(6, len(ordered)), fontsize=8, frameon=False)
+        suffix = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
+        title = f"Kernel time vs M per module, {a.label}{suffix}"
+        fig.suptitle(title + "\n(log-log; solid BF16, dashed FP8, dotted NVFP4; "
+                     "x markers: kernel + activation quant)", fontsize=10)
+        fname = f"{prefix}time_vs_m{'_' + str(part) if len(chunks) > 1 else ''}.png"
+        fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+        plt.close(fig)
+        figs.append((title, fname))
+    return figs
+
+
+def roofline(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
+    """Achieved TFLOP/s vs arithmetic intensity per recipe (kernel-only rows), with the GPU's ceilings."""
+    from .report import _has_time, backend_label, roofline_peaks
+
+    pts: dict[str, list[tuple[float, float, str]]] = {}
+    for r in a.rows:
+        if not _has_time(r) or r.with_quant or not r.flops or not r.bytes:
+            continue
+        tflops = r.tflops if r.tflops else r.flops / (r.median_us * 1e6)
+        pts.setdefault(r.dtype, []).append((r.flops / r.bytes, tflops, backend_label(r)))
+    if not pts:
+        return []
+    plt = _plt()
+    peaks, bw, note = roofline_peaks(a)
+    dtypes = [d for d in a.recipes if d in pts]
+    backends = sorted({p[2] for v in pts.values() for p in v})
+    cmap = plt.get_cmap("tab10")
+    colors = {b: cmap(i % 10) for i, b in enumerate(backends)}
+    markers = "osD^v<>Ph*"
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(5.2 * len(dtypes), 4.6), squeeze=False, layout="constrained")
+    all_x = [p[0] for v in pts.values() for p in v]
+    x_lo, x_hi = min(all_x) / 2, max(all_x) * 2
+    for ax, d in zip(axes.flat, dtypes):
+        for i, b in enumerate(backends):
+            sel = [p for p in pts[d] if p[2] == b]
+            if sel:
+                ax.scatter([p[0] for p in sel], [p[1] for p in sel], s=18, color=colors[b],
+                           marker=markers[i % len(markers)], label=b, alpha=0.85)
+        peak = peaks.get(d)
+        if peak or bw:
+            import numpy as np
+
+            xs = np.geomspace(x_lo, x_hi, 200)
+            roof = np.minimum(bw * xs if bw else np.full_like(xs, np.inf), peak if peak else np.inf)
+            parts = ([f"{peak:,.0f} TFLOP/s"] if peak else []) + ([f"{bw:.2f} TB/s"] if bw else [])
+            ax.plot(xs, roof, color="black", linewidth=1.2, label="ceiling: " + ", ".join(parts))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_xlabel("arithmetic intensity (FLOP / byte)", fontsize=9)
+        ax.set_ylabel("achieved TFLOP/s", fontsize=9)
+        ax.set_title(f"{d} kernels", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    title = f"Roofline, {a.label} on {a.gpu}"
+    fig.suptitle(f"{title}\n(one point per module and M, kernel-only rows; {note})", fontsize=10)
+    fname = f"{prefix}roofline.png"
+    fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+    plt.close(fig)
+    return [(title, fname)]
+
+
+def _rollup_variants(a: "Analysis") -> list[tuple[str, str]]:
+    from .report import BASELINE_BACKEND, RECIPE_LABELS
+
+    out = [("bf16_baseline", f"BF16\n{BASELINE_BACKEND}")]
+    for d in a.recipes:
+        quant = "\n+quant" if d != "bf16" and a.has_quant_rows(d) else ("\nbest" if d == "bf16" else "\nkernel")
+        out.append((d, RECIPE_LABELS.get(d, d) + quant))
+    return out
+
+
+def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
+    """Per-step roll-up per recipe, stacked by module kind, one panel per M."""
+    from .report import MODULE_KINDS, QUANT
+
+    if not a.ms or not any(a.rollup(d, m).total_us > 0 for d in a.recipes for m in a.ms):
+        return []
+    plt = _plt()
+    variants = _rollup_variants(a)
+    kinds = [k for k in MODULE_KINDS if any(e.module_kind == k for e in a.entries)]
+    figs = []
+    chunks = [a.ms[i:i + PANELS_PER_FIGURE] for i in range(0, len(a.ms), PANELS_PER_FIGURE)]
+    for part, ms in enumerate(chunks, 1):
+        nrows, ncols = _grid(len(ms))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(max(3.2, 1.0 + 0.9 * len(variants)) * ncols,
+                                 3.8 * nrows + 0.8), squeeze=False, layout="constrained")
+        for ax, m in zip(axes.flat, ms):
+            tops = []
+            for x, (recipe, _) in enumerate(variants):
+                r = a.rollup(recipe, m, QUANT)
+                bottom = 0.0
+                for k in kinds:
+                    v = r.by_kind.get(k, 0.0)
+                    ax.bar(x, v, bottom=bottom, color=KIND_COLORS.get(k, "#777777"), width=0.7,
+                           hatch=None if r.complete else "//", edgecolor="white" if r.complete else "black",
+                           linewidth=0.5, label=k)
+                    bottom += v
+                tops.append((x, bottom, r))
+            ymax = max((t[1] for t in tops), default=0.0) or 1.0
+            for x, top, r in tops:
+                if len(r.missing) == r.n_modules:
+                    text = "no number"
+                elif r.complete:
+                    text = f"{top:,.0f}"
+                else:
+                    text = f"{top:,.0f}\nincomplete\n({len(r.missing)}/{r.n_modules} missing)"
+                ax.text(x, top + ymax * 0.02, text, ha="center", va="bottom", fontsize=7)
+            ax.set_ylim(0, ymax * 1.35)
+            ax.set_xticks(range(len(variants)))
+            ax.set_xticklabels([v[1] for v in variants], fontsize=8)
+            ax.set_title(f"M = {m}", fontsize=10)
+            ax.set_ylabel("us per step (one rank)", fontsize=8)
+            ax.tick_params(axis="y", labelsize=8)
+            ax.grid(True, axis="y", alpha=0.3)
+        for ax in list(axes.flat)[len(ms):]:
+            ax.set_visible(False)
+        handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLORS.get(k, "#777777")) for k in kinds]
+        names = list(kinds)
+        if any(0 < len(a.rollup(d, m).missing) < len(a.entries) for d, _ in variants for m in ms
+               if d != "bf16_baseline") or any(a.rollup("bf16_baseline", m).missing for m in ms):
+            handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
+            names.append("incomplete total (modules missing)")
+        fig.legend(handles, names, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8,
+                   frameon=False)
+        suffix = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
+        title = f"Per-step GEMM + MoE kernel time by module kind, {a.label}{suffix}"
+        fig.suptitle(title + "\n(best backend per module x per-step count; excludes attention kernels, norms, "
+                     "communication)", fontsize=10)
+        fname = f"{prefix}rollup{'_' + str(part) if len(chunks) > 1 else ''}.png"
+        fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+        plt.close(fig)
+        figs.append((title, fname))
+    return figs
+
+
+def workdir_figures(a: "Analysis", out_dir: str, prefix: str = "fig_") -> list[tuple[str, str]]:
+    """Every figure of one workdir: [(title, file name relative to out_dir)]."""
+    return [*time_vs_m(a, out_dir, prefix), *roofline(a, out_dir, prefix), *rollup_bars(a, out_dir, prefix)]
+
+
+def comparison_figures(analyses: Sequence["Analysis"], labels: Sequence[str], out_dir: str,
+                       prefix: str = "fig_") -> list[tuple[str, str]]:
+    """Grouped bars: per M one panel, per run a group, per recipe a bar (per-step roll-up total)."""
+    from .report import QUANT, RECIPE_LABELS, RECIPES
+
+    ms = sorted({m for a in analyses for m in a.ms})
+    recipes = [d for d in RECIPES if any(a.has_number(d) for a in analyses)]
+    if not ms or not recipes:
+        return []
+    plt = _plt()
+    ms = ms[:PANELS_PER_FIGURE]
+    nrows, ncols = _grid(len(ms))
+    width = 0.8 / len(recipes)
+    panel_w = max(3.6, 1.2 * len(analyses) + 1.5)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_w * ncols, 4.0 * nrows + 0.8),
+                             squeeze=False, layout="constrained")
+    for ax, m in zip(axes.flat, ms):
+        for j, d in enumerate(recipes):
+            for i, a in enumerate(analyses):
+                x = i + (j - (len(recipes) - 1) / 2) * width
+                r = a.rollup(d, m, QUANT) if m in a.ms else None
+                if r is None or len(r.missing) == r.n_modules:
+                    ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color="#555555")
+                    continue
+                ax.bar(x, r.total_us, width=width,
+                       color=RECIPE_COLORS.get(d, "#777777"), hatch=None if r.complete else "//",
+                       edgecolor="black" if not r.complete else "white", linewidth=0.5)
+        ax.set_xlim(-0.6, len(analyses) - 0.4)
+        ax.set_xticks(range(len(analyses)))
+        ax.set_xticklabels([textwrap.fill(f"#{i + 1} {lab}", 18) for i, lab in enumerate(labels)], fontsize=7)
+        ax.set_title(f"M = {m}", fontsize=10)
+        ax.set_ylabel("us per step (one rank)", fontsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(ms):]:
+        ax.set_visible(False)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
+    names = [RECIPE_LABELS.get(d, d) + (" best" if d == "bf16" else " best (+quant where measured)")
+             for d in recipes]
+    fig.legend(handles, [*names, "incomplete total"], loc="outside lower center", ncol=len(handles),
+               fontsize=8, frameon=False)
+    title = "Per-step GEMM + MoE kernel time per run"
+    fig.suptitle(title + "\n(one rank; n/a: no number; under EP an MoE row's M is tokens per rank)", fontsize=10)
+    fname = f"{prefix}comparison.png"
+    fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+    plt.close(fig)
+    return [(title, fname)]
