@@ -495,3 +495,16 @@ def test_every_argv_parses_with_the_real_driver(driver_parse_args):
                 case.m, case.physical.hidden, case.physical.intermediate, case.logical.top_k)
             assert ns.activation_type.name == case.activation
             assert ns.num_iters == 30  # defaults untouched: timing flags are the runner's
+
+
+def test_router_gate_and_lm_head_are_built_in_bf16_only():
+    # vLLM creates the router and the shared-expert gate without a quant_config and never quantizes
+    # lm_head under FP8, so FP8/NVFP4 cases for them would time kernels vLLM never runs.
+    plan = plan_from_shapes([(4096, 4096, "o_proj"), (128, 4096, "router"),
+                             (1, 4096, "shared_expert_gate"), (128256, 4096, "lm_head")])
+    cases = build_cases(plan, [8])
+    dtypes = {}
+    for c in cases:
+        dtypes.setdefault(c.name, set()).add(c.dtype)
+    assert dtypes["o_proj"] == {"bf16", "fp8", "nvfp4"}
+    assert dtypes["router"] == dtypes["shared_expert_gate"] == dtypes["lm_head"] == {"bf16"}

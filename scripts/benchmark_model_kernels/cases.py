@@ -236,6 +236,18 @@ def _check_filters(ms: Sequence[int], dtypes: Sequence[str],
             raise UsageError("--backends", b, f"choose from {', '.join(BACKEND_NAMES)}")
 
 
+#: GEMMs vLLM keeps in BF16 under the FP8 and NVFP4 recipes, so only their BF16 cases are built and
+#: quantized roll-ups use their BF16 time: the MoE router (`GateLinear` is created without a
+#: quant_config), Qwen's shared-expert gate (unquantized `ReplicatedLinear`), and lm_head (`Fp8Config`
+#: never quantizes `ParallelLMHead`; ModelOpt checkpoints exclude it). vllm_rules.md sections 3, 6.3.
+KEPT_IN_BF16 = ("router", "shared_expert_gate", "lm_head")
+
+
+def kept_in_bf16(name: str) -> bool:
+    """True for plan entries that vLLM runs in BF16 whatever the checkpoint's recipe."""
+    return name.split("[", 1)[0] in KEPT_IN_BF16
+
+
 def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                 backends: Sequence[str] | None = None,
                 compute_capability: tuple[int, int] | None = None) -> list[Case]:
@@ -264,6 +276,8 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
     for entry in plan.gemms:
         for m in ms:
             for dtype in dtypes:
+                if dtype != "bf16" and kept_in_bf16(entry.name):
+                    continue
                 for spec in bk.specs_for("gemm", dtype):
                     if wanted is not None and spec.backend not in wanted:
                         continue

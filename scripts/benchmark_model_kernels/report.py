@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from .cases import KEPT_IN_BF16, kept_in_bf16
 from .errors import EXIT_USAGE, UsageError
 from .results import RESULTS_JSON, RESULTS_SCHEMA_VERSION, Row, load_results, rows_of
 
@@ -374,7 +375,10 @@ class Analysis:
         total = 0.0
         for e in self.entries:
             by_kind.setdefault(e.module_kind, 0.0)
-            c = self.baseline(e, m) if recipe == "bf16_baseline" else self.cell(e, m, recipe, basis)
+            # vLLM runs the router, the shared-expert gate and lm_head in BF16 under every recipe
+            # (cases.KEPT_IN_BF16), so a quantized step pays their BF16 time.
+            in_bf16 = recipe == "bf16_baseline" or (recipe != "bf16" and kept_in_bf16(e.name))
+            c = self.baseline(e, m) if in_bf16 else self.cell(e, m, recipe, basis)
             if c.us is None:
                 missing.append(e.name)
                 continue
@@ -602,7 +606,9 @@ def _rollup_lines(a: Analysis) -> list[str]:
         "kernel time of ONE forward step on ONE rank at each M. It is NOT end-to-end latency: it "
         f"leaves out {ROLLUP_EXCLUDES}. A total marked incomplete is the partial sum over the "
         "modules that have a number; the missing modules are listed below the tables. Speed-ups "
-        "are against the BF16 baseline total and only shown when both totals are complete.",
+        "are against the BF16 baseline total and only shown when both totals are complete. "
+        f"Under FP8 and NVFP4 the {', '.join(KEPT_IN_BF16)} GEMMs count with their BF16 baseline "
+        "time, because vLLM keeps them unquantized.",
         "",
     ]
     variants = [v for v in _rollup_variants(a) if v[0] == "bf16_baseline" or a.has_number(v[0])]
