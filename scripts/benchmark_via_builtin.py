@@ -1,0 +1,16 @@
+#!/usr/bin/env python3
+"""Time explicit GEMM / fused-MoE shapes (or a saved plan) with FlashInfer's benchmark driver.
+
+Example: python scripts/benchmark_via_builtin.py --flashinfer_repo ~/flashinfer --ms 1 8 64 \\
+             --nks 6144,4096,qkv_proj --workdir runs/shapes      (see --help)
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchmark_model_kernels.cli_builtin import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
