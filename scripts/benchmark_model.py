@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""Plan (and with the runner, benchmark) the per-rank GEMM / fused-MoE shapes vLLM runs for a model.
+
+    python scripts/benchmark_model.py llama-3.1-8b --tp 2 --print_only
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchmark_model_kernels.cli_model import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
