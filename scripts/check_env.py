@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""The environment doctor: can this machine produce trustworthy kernel times? (see --help)"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from benchmark_model_kernels.doctor import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""The skill bundle holds together: SKILL.md conventions, references that exist, console scripts that
+import, CLIs that accept the flags the docs use, README == CI, and the results schema doc == code."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+from benchmark_model_kernels.results import CSV_COLUMNS
+
+
+def read(rel: str) -> str:
+    with open(os.path.join(ROOT, rel)) as f:
+        return f.read()
+
+
+def frontmatter(text: str) -> tuple[dict[str, str], str]:
+    """Split `---\\nkey: value\\n---\\nbody` (one-line values, as SKILL.md uses)."""
+    m = re.match(r"---\n(.*?)\n---\n(.*)", text, re.S)
+    assert m, "SKILL.md must start with a --- frontmatter block"
+    meta = {}
+    for line in m.group(1).splitlines():
+        key, sep, value = line.partition(":")
+        assert sep, f"frontmatter line without 'key: value': {line!r}"
+        meta[key.strip()] = value.strip()
+    return meta, m.group(2)
+
+
+# ---------------------------------------------------------------- SKILL.md
+
+
+def test_skill_frontmatter_follows_the_skill_conventions():
+    meta, body = frontmatter(read("SKILL.md"))
+    assert set(meta) <= {"name", "description", "license", "compatibility"}
+    assert meta["name"] == "benchmark-model-kernels"
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", meta["name"]) and len(meta["name"]) <= 64
+    desc = meta["description"]
+    assert 0 < len(desc) <= 1024
+    assert "<" not in desc and ">" not in desc
+    # Third person: starts with a verb in -s form, no first/second person.
+    first = desc.split()[0]
+    assert first[0].isupper() and first.endswith("s"), first
+    assert not re.search(r"\b(I|me|my|we|our|you|your)\b", desc), desc
+    # Says when not to use it.
+    assert "Not for end-to-end serving throughput" in desc
+    assert len(body.splitlines()) < 500
+
+
+def test_skill_interview_covers_every_decision_with_defaults():
+    _, body = frontmatter(read("SKILL.md"))
+    for heading in ("Model", "TP and EP", "M sweep", "Preview", "doctor", "Plumbing run",
+                    "Full run", "Report"):
+        assert re.search(rf"^### \d+\. .*{heading}", body, re.M), heading
+    for preset in ("1 8 64 512", "1 4 16 32", "64 256 1024 4096", "M = B/EP"):
+        assert preset in body
+    assert body.count("default") >= 5
+    for caveat in ("no communication", "KV cache", "scheduling", "synthetic uniform routing"):
+        assert caveat in body
+
+
+def _linked_references() -> set[str]:
+    names = set()
+    for rel in ("SKILL.md", "README.md", os.path.join("references", "README.md")):
+        text = read(rel)
+        names |= set(re.findall(r"references/([\w.-]+\.md)", text))
+        if rel.startswith("references"):
+            names |= set(re.findall(r"\]\(([\w.-]+\.md)\)", text))
+    return names
+
+
+def test_every_linked_reference_exists():
+    missing = sorted(n for n in _linked_references()
+                     if not os.path.isfile(os.path.join(ROOT, "references", n)))
+    assert not missing, f"linked but missing in references/: {missing}"
+
+
+def test_every_reference_is_indexed():
+    index = read(os.path.join("references", "README.md"))
+    files = sorted(f for f in os.listdir(os.path.join(ROOT, "references"))
+                   if f.endswith(".md") and f != "README.md")
+    assert files
+    unlisted = [f for f in files if f"]({f})" not in index]
+    assert not unlisted, f"references/README.md does not list {unlisted}"
+
+
+# ---------------------------------------------------------------- commands in the docs
+
+
+def _commands(text: str) -> list[list[str]]:
+    """Every `python .../scripts/<name>.py ...` command in the text (continuations joined)."""
+    text = text.replace("\\\n", " ")
+    out = []
+    for m in re.finditer(r'python3? "?(?:\$SKILL_DIR/)?scripts/(\w+\.py)"?([^\n`|]*)', text):
+        out.append([m.group(1), *shlex.split(m.group(2).split("#")[0], posix=True)])
+    return out
+
+
+def _help(script: str) -> str:
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), "--help"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"{script} --help failed: {r.stderr[-2000:]}"
+    return r.stdout
+
+
+@pytest.mark.parametrize("doc", ["SKILL.md", "README.md", "references/troubleshooting.md"])
+def test_doc_commands_use_scripts_and_flags_that_exist(doc):
+    cmds = _commands(read(doc))
+    assert cmds, f"no commands found in {doc}"
+    helps: dict[str, str] = {}
+    for script, *args in cmds:
+        assert os.path.isfile(os.path.join(ROOT, "scripts", script)), f"{doc}: scripts/{script}"
+        if script not in helps:
+            helps[script] = _help(script)
+        for flag in (a for a in args if a.startswith("--")):
+            assert re.search(rf"(^|[\s\[]){re.escape(flag)}\b", helps[script]), \
+                f"{doc}: {script} has no {flag}"
+
+
+def test_pyproject_console_scripts_import():
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    scripts = project["scripts"]
+    assert set(scripts) == {"benchmark-model", "benchmark-via-builtin", "benchmark-check-env",
+                            "benchmark-report"}
+    for name, target in scripts.items():
+        module, _, attr = target.partition(":")
+        mod = importlib.import_module(module)
+        assert callable(getattr(mod, attr, None)), f"{name} -> {target}: no callable {attr}"
+    assert {"gpu", "dev"} <= set(project["optional-dependencies"])
+    gpu = " ".join(project["optional-dependencies"]["gpu"])
+    for dist in ("flashinfer-python", "cupti-python", "nvidia-ml-py"):
+        assert dist in gpu
+
+
+def test_thin_cli_scripts_exist():
+    for script in ("benchmark_model.py", "benchmark_via_builtin.py", "check_env.py", "report.py"):
+        text = read(os.path.join("scripts", script))
+        assert "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))" in text, script
+        assert len(text.splitlines()) < 30, f"{script} should stay a thin CLI"
+
+
+# ---------------------------------------------------------------- README == CI
+
+
+def _code_blocks(text: str) -> list[str]:
+    return re.findall(r"```(?:bash)?\n(.*?)```", text, re.S)
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_them():
+    readme = read("README.md")
+    head = "\n".join(readme.splitlines()[:12])
+    blocks = _code_blocks(head)
+    assert len(blocks) == 2, "README must open with the set-up+preview command and the test command"
+    setup, test_cmd = blocks[0].strip(), blocks[1].strip()
+    assert "pip install torch==2.13.0" in setup and "pip install -e '.[dev]'" in setup
+    assert re.search(r"scripts/benchmark_model\.py \S+ --tp 1 --print_only$", setup)
+    ci = read(".ci/run")
+    ci_lines = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    # CI installs exactly as the README says (same pip steps, quiet flags aside) ...
+    for step in [s.strip() for s in setup.split("&&")]:
+        if step.startswith("pip install"):
+            assert any(ln.startswith("pip install") and ln.endswith(step[len("pip install"):])
+                       for ln in ci_lines), f".ci/run lacks: {step}"
+    assert "python3 -m venv .venv" in ci_lines and ". .venv/bin/activate" in ci_lines
+    # ... and runs exactly the README's test command, last, under `set -e`.
+    assert ci_lines[-1] == test_cmd
+    assert "set -euo pipefail" in ci
+
+
+def test_readme_preview_command_runs_offline():
+    """The main job of the first README command, as a new user runs it (already installed here)."""
+    setup = _code_blocks(read("README.md"))[0].strip()
+    preview = setup.split("&&")[-1].strip()
+    argv = shlex.split(preview)
+    assert argv[0] == "python"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "qkv_proj" in r.stdout and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- results schema doc == code
+
+
+def test_results_schema_lists_exactly_the_csv_columns():
+    text = read(os.path.join("references", "results_schema.md"))
+    section = text.split("## `combined_results.csv`", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(\w+)` \|", section, re.M)
+    assert tuple(documented) == CSV_COLUMNS
+
+
+#: Flags in the docs that belong to other programs (vllm serve, git, pip, python -m venv).
+FOREIGN_FLAGS = {"--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
+                 "--depth", "--branch", "--system-site-packages", "--target", "--no-deps",
+                 "--help", "--index-url", "--version", "--no-index"}
+
+
+@pytest.mark.parametrize("doc", ["SKILL.md", "README.md", "references/troubleshooting.md"])
+def test_every_flag_the_docs_mention_exists_in_some_cli(doc):
+    """Catches prose drift such as --trust_remote_code vs --trust-remote-code."""
+    helps = " ".join(_help(s) for s in ("benchmark_model.py", "benchmark_via_builtin.py",
+                                        "check_env.py", "report.py"))
+    mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*[a-z0-9]", read(doc))) - FOREIGN_FLAGS
+    unknown = sorted(f for f in mentioned if not re.search(rf"(^|[\s\[]){re.escape(f)}\b", helps))
+    assert not unknown, f"{doc} mentions flags no CLI has: {unknown}"
