@@ -122,3 +122,70 @@ def test_script_runs_as_subprocess_no_traceback(tmp_path):
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), "org/x",
                           "--print_only"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stderr.startswith("error: MODEL=org/x")
+
+
+# ------------------------------------------------------------------ several models / TP-EP sweeps
+
+
+def test_parallel_settings_pair_in_order_and_broadcast_single_values():
+    assert cli_model.parallel_settings(None, None) == [(1, 1)]
+    assert cli_model.parallel_settings([1, 4], [1, 4]) == [(1, 1), (4, 4)]
+    assert cli_model.parallel_settings([1, 2, 4], None) == [(1, 1), (2, 1), (4, 1)]
+    assert cli_model.parallel_settings([8], [8, 16, 64]) == [(8, 8), (8, 16), (8, 64)]
+    with pytest.raises(cli_model.UsageError, match="--ep"):
+        cli_model.parallel_settings([1, 4], [1, 2, 4])
+
+
+def test_run_label_is_filename_safe():
+    assert cli_model.run_label("llama-3.1-8b", 1, 1) == "llama-3.1-8b_tp1_ep1"
+    assert cli_model.run_label("Qwen/Qwen3-30B-A3B", 4, 4) == "Qwen3-30B-A3B_tp4_ep4"
+    assert cli_model.run_label("/x/deepseek-v3/config.json", 8, 64) == "deepseek-v3_tp8_ep64"
+
+
+def test_sweep_runs_each_setting_into_its_own_workdir_and_writes_one_comparison_report(
+        tmp_path, capsys, monkeypatch):
+    # The GPU run is replaced by a plumbing stand-in that drops a hand-made results.json (fixture,
+    # not a measurement) into the sub-workdir the CLI chose; what is tested is the sweep around it.
+    fixture = os.path.join(ROOT, "tests", "fixtures", "results", "llama8b_like_tp1.json")
+    seen = []
+
+    def fake_run(args, plan):
+        seen.append((plan.model.name, plan.tp, plan.ep, args.workdir))
+        os.makedirs(args.workdir)
+        with open(fixture) as f, open(os.path.join(args.workdir, "results.json"), "w") as g:
+            g.write(f.read())
+        return 0
+
+    monkeypatch.setattr(cli_model.runner, "run_from_args", fake_run)
+    wd = tmp_path / "cmp"
+    rc, out, err = run(["llama-3.1-8b", "qwen3-30b-a3b", "--tp", "1", "2", "--workdir", str(wd),
+                        "--ms", "8"], capsys)
+    assert rc == 0, err
+    assert [(m, tp, ep) for m, tp, ep, _ in seen] == [
+        ("llama-3.1-8b", 1, 1), ("llama-3.1-8b", 2, 1), ("qwen3-30b-a3b", 1, 1), ("qwen3-30b-a3b", 2, 1)]
+    assert [os.path.basename(w) for *_, w in seen] == [
+        "llama-3.1-8b_tp1_ep1", "llama-3.1-8b_tp2_ep1", "qwen3-30b-a3b_tp1_ep1", "qwen3-30b-a3b_tp2_ep1"]
+    assert os.path.isfile(wd / "report.md")
+    assert "comparison report" in out
+
+
+def test_sweep_needs_a_workdir_and_refuses_plan_json(tmp_path, capsys):
+    rc, _, err = run(["llama-3.1-8b", "qwen3-8b", "--ms", "8", "--dry_run"], capsys)
+    assert rc == 2 and "--workdir" in err
+    rc, _, err = run(["llama-3.1-8b", "--tp", "1", "2", "--plan_json", str(tmp_path / "p.json"),
+                      "--print_only"], capsys)
+    assert rc == 2 and "--plan_json" in err and not os.path.exists(tmp_path / "p.json")
+
+
+def test_dry_run_can_assume_a_target_gpu(tmp_path, capsys):
+    # On a CPU machine a dry run can still show which cells an H200 (sm_90) will not run.
+    wd = tmp_path / "wd"
+    rc, out, err = run(["llama-3.1-8b", "--ms", "8", "--dry_run", "--assume_cc", "9.0",
+                        "--workdir", str(wd)], capsys)
+    assert rc == 0, err
+    cases = {c["case_id"]: c for c in json.load(open(wd / "cases.json"))["cases"]}
+    assert "sm_90" in cases["gemm.qkv_proj.m8.nvfp4.cutlass"]["skip_reason"]
+    assert cases["gemm.qkv_proj.m8.bf16.torch"]["skip_reason"] == ""
+    rc, _, err = run(["llama-3.1-8b", "--ms", "8", "--dry_run", "--assume_cc", "nine",
+                      "--workdir", str(tmp_path / "wd2")], capsys)
+    assert rc == 2 and "--assume_cc" in err

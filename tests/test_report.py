@@ -378,3 +378,18 @@ def test_version_mismatch_is_warned_even_when_the_environment_did_not():
     warns = Analysis(dict(res, environment=env)).warnings()
     assert any("0.6.17" in w and "0.7.4" in w for w in warns)
     assert not any("FlashInfer wheel" in w for w in Analysis(res).warnings())  # same release: quiet
+
+
+def test_recipe_without_any_number_gets_no_rollup_total(tmp_path):
+    # NVFP4 on an H200: every NVFP4 row is unsupported. Its total would otherwise hold only the
+    # modules vLLM keeps in BF16 (router, lm_head) and read as a cheap quantized step.
+    d = json.loads(open(os.path.join(FIXTURES, "tiny_mixed.json")).read())
+    for r in d["rows"]:
+        if r["dtype"] == "nvfp4":
+            r.update(status="unsupported", median_us=None, reason="needs SM100+")
+    (tmp_path / "results.json").write_text(json.dumps(d))
+    a = Analysis(d, str(tmp_path))
+    assert not a.has_number("nvfp4")
+    assert all(v[0] != "nvfp4" for v in report._rollup_variants(a))
+    md = open(write_report([str(tmp_path)])).read()
+    assert "Not in the roll-up: NVFP4" in md

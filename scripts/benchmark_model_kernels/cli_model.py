@@ -26,6 +26,10 @@ EPILOG = """examples:
   %(prog)s ./config.json --tp 2 --plan_json plan.json --print_only
   %(prog)s Qwen/Qwen3-8B --revision main --print_only   Hub ID (downloads config.json only)
   %(prog)s --list_models                             list the bundled configs
+  %(prog)s llama-3.1-8b qwen3-30b-a3b --tp 1 --flashinfer_repo FI --workdir runs/cmp
+                                                     several models: one sub-workdir each + one
+                                                     comparison report in runs/cmp/report.md
+  %(prog)s qwen3-30b-a3b --tp 1 4 --ep 1 4 --print_only   a TP/EP sweep: (1,1) then (4,4)
 
 exit codes: 0 plan complete (and run ok); 2 bad input, or some module could not be planned."""
 
@@ -36,14 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Derive every per-rank GEMM and fused-MoE shape vLLM runs for MODEL at the given TP/EP "
                     "(from its config only, on meta tensors) and print them; without --print_only, time them.")
-    p.add_argument("model", nargs="?", metavar="MODEL",
+    p.add_argument("model", nargs="*", metavar="MODEL",
                    help="bundled name (e.g. llama-3.1-8b; see --list_models), a folder holding config.json, "
-                        "a config.json path, or a Hub ID such as Qwen/Qwen3-8B")
-    p.add_argument("--tp", type=int, default=1,
-                   help="tensor-parallel size, e.g. --tp 8: heads, intermediate and vocab are split 8 ways")
-    p.add_argument("--ep", type=int, default=1,
+                        "a config.json path, or a Hub ID such as Qwen/Qwen3-8B; several MODELs run one "
+                        "after another, each into <workdir>/<model>_tp<T>_ep<E>, plus a comparison report")
+    p.add_argument("--tp", type=int, nargs="+", action="extend", default=None, metavar="N",
+                   help="tensor-parallel size, e.g. --tp 8: heads, intermediate and vocab are split 8 ways; "
+                        "several values sweep, e.g. --tp 1 4 8 (default 1)")
+    p.add_argument("--ep", type=int, nargs="+", action="extend", default=None, metavar="N",
                    help="expert-parallel size, 1 or a multiple of --tp, e.g. --tp 8 --ep 8: each rank holds "
-                        "experts/8 with the full intermediate size (wide EP such as --ep 64 is allowed)")
+                        "experts/8 with the full intermediate size (wide EP such as --ep 64 is allowed); "
+                        "several values pair with --tp's in order, e.g. --tp 1 4 --ep 1 4 (default 1)")
     p.add_argument("--revision", default=None,
                    help="Hub revision of MODEL's config.json, e.g. --revision main or a commit hash")
     p.add_argument("--trust-remote-code", dest="trust_remote_code", action="store_true",
@@ -115,11 +122,31 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
+def parallel_settings(tps: list[int] | None, eps: list[int] | None) -> list[tuple[int, int]]:
+    """(TP, EP) pairs of a sweep: the lists pair up in order, a single value pairs with every value
+    of the other (--tp 1 4 --ep 1 -> (1,1), (4,1))."""
+    tps, eps = tps or [1], eps or [1]
+    if len(tps) > 1 and len(eps) > 1 and len(tps) != len(eps):
+        raise UsageError("--ep", " ".join(map(str, eps)),
+                         f"give one value or as many as --tp ({len(tps)}); they pair up in order")
+    n = max(len(tps), len(eps))
+    return [(tps[i] if len(tps) > 1 else tps[0], eps[i] if len(eps) > 1 else eps[0]) for i in range(n)]
+
+
+def run_label(model: str, tp: int, ep: int) -> str:
+    """Sub-workdir name of one (MODEL, TP, EP) run: the model's last path part, made filename-safe."""
+    name = os.path.basename(os.path.normpath(model)) or "model"
+    if name == "config.json":
+        name = os.path.basename(os.path.dirname(os.path.abspath(model))) or "model"
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+    return f"{name}_tp{tp}_ep{ep}"
+
+
 def _main(argv: list[str]) -> int:
     reject_derived_flags(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from . import config_source, planner, preview
+    from . import config_source
 
     if args.list_models:
         for name in config_source.list_bundled():
@@ -127,17 +154,59 @@ def _main(argv: list[str]) -> int:
         return 0
     if not args.model:
         raise UsageError("MODEL", "(missing)", "give a bundled name (--list_models), a config path or a Hub ID")
-    planner.check_parallel(args.tp, args.ep)
+    from . import planner
+
+    runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
+    for _, tp, ep in runs:  # every setting is validated before any work starts
+        planner.check_parallel(tp, ep)
     if args.plan_json:
+        if len(runs) > 1:
+            raise UsageError("--plan_json", args.plan_json, "writes one plan; give one MODEL and one "
+                             "--tp/--ep setting, or leave it out of a sweep")
         check_plan_json_path(args.plan_json)
     if not args.print_only and (runner is None or not hasattr(runner, "run_from_args")):
         raise UsageError("--print_only", "(not given)",
                          "the runner is not available in this checkout; add --print_only to preview the plan")
+    if len(runs) == 1:
+        model, tp, ep = runs[0]
+        return _plan_and_run(args, model, tp, ep, getattr(args, "workdir", None))
+    if not args.print_only and not getattr(args, "workdir", None):
+        raise UsageError("--workdir", None, "a sweep of several runs needs --workdir: each run writes "
+                         "<workdir>/<model>_tp<T>_ep<E>/ and the comparison report goes to <workdir>/")
+    rc, done = 0, []
+    for i, (model, tp, ep) in enumerate(runs, 1):
+        label = run_label(model, tp, ep)
+        print(f"\n##### run {i}/{len(runs)}: {model} TP={tp} EP={ep}"
+              + ("" if args.print_only else f" -> {os.path.join(args.workdir, label)}"), flush=True)
+        sub = os.path.join(args.workdir, label) if not args.print_only else None
+        if sub:
+            os.makedirs(args.workdir, exist_ok=True)
+        try:
+            code = _plan_and_run(args, model, tp, ep, sub)
+        except UsageError as e:  # one bad model must not cost the others their runs
+            print(f"error: {e}", file=sys.stderr)
+            code = EXIT_USAGE
+        rc = max(rc, code)
+        if sub and os.path.isfile(os.path.join(sub, "results.json")):
+            done.append(sub)
+    if len(done) > 1 and not getattr(args, "dry_run", False):
+        from . import report
+
+        try:
+            print(f"comparison report: {report.write_report(done, args.workdir)}")
+        except Exception as e:  # the report is derived; the results are already written
+            print(f"warning: comparison report failed: {e}", file=sys.stderr)
+    return rc
+
+
+def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
+    from . import planner, preview
+
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
     gc.disable()
     try:
-        plan = planner.plan_model(args.model, args.tp, args.ep, revision=args.revision,
+        plan = planner.plan_model(model, tp, ep, revision=args.revision,
                                   trust_remote_code=args.trust_remote_code)
     finally:
         gc.enable()
@@ -149,7 +218,10 @@ def _main(argv: list[str]) -> int:
     incomplete = EXIT_USAGE if not plan.complete else 0
     if args.print_only:
         return incomplete
-    return runner.run_from_args(args, plan) or incomplete
+    run_args = argparse.Namespace(**vars(args))
+    run_args.model, run_args.tp, run_args.ep, run_args.workdir = model, tp, ep, workdir
+    return runner.run_from_args(run_args, plan) or incomplete
 
 
-__all__ = ["build_parser", "main", "reject_derived_flags", "write_plan_json", "DERIVED_FLAGS"]
+__all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_label",
+           "write_plan_json", "DERIVED_FLAGS"]

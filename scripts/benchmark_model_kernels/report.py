@@ -590,7 +590,9 @@ def _rollup_text(r: Rollup, short: bool = False) -> str:
 def _rollup_variants(a: Analysis) -> list[tuple[str, str, str]]:
     """(recipe, basis, title) of every roll-up row: the BF16 baseline, then each recipe and basis."""
     out = [("bf16_baseline", QUANT, f"BF16 baseline ({BASELINE_BACKEND} where it ran)")]
-    for d in a.recipes:
+    # A recipe with no measured row is left out: its total would hold only the modules vLLM keeps
+    # in BF16 (router, lm_head), which would read as a quantized step.
+    for d in [d for d in a.recipes if a.has_number(d)]:
         for basis in _bases(a, d):
             if d == "bf16":
                 suffix = " best"

@@ -180,7 +180,7 @@ def _rollup_variants(a: "Analysis") -> list[tuple[str, str]]:
     from .report import BASELINE_BACKEND, RECIPE_LABELS
 
     out = [("bf16_baseline", f"BF16\n{BASELINE_BACKEND}")]
-    for d in a.recipes:
+    for d in [d for d in a.recipes if a.has_number(d)]:  # as report._rollup_variants
         quant = "\n+quant" if d != "bf16" and a.has_quant_rows(d) else ("\nbest" if d == "bf16" else "\nkernel")
         out.append((d, RECIPE_LABELS.get(d, d) + quant))
     return out

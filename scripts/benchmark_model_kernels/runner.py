@@ -58,8 +58,9 @@ from .results import (
     write_json_atomic,
 )
 
-#: M values (tokens per rank per step) swept when --ms is not given: decode to prefill.
-DEFAULT_MS = (1, 8, 64, 512, 2048)
+#: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"
+#: sweep, decode (1, 8) to prefill-sized (512) steps.
+DEFAULT_MS = (1, 8, 64, 512)
 TESTLIST = "testlist.txt"
 CASES_JSON = "cases.json"
 DRIVER_LOG = "driver.log"
@@ -127,6 +128,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
     g.add_argument(
         "--dry_run", action="store_true",
         help="Write testlist.txt and cases.json and print the case summary; run nothing, no GPU.")
+    g.add_argument(
+        "--assume_cc", metavar="MAJOR.MINOR", default=None,
+        help="With --dry_run on a machine without that GPU: mark cases unsupported as on a GPU of "
+        "this compute capability, e.g. --assume_cc 9.0 (H100/H200) or --assume_cc 10.0 (B200).")
     g.add_argument(
         "--resume", action="store_true",
         help="Continue in an existing --workdir: keep its ok/unsupported rows, run the missing "
@@ -609,6 +614,15 @@ def dry_run(cases: list[Case], settings: RunSettings, workdir: str, out: TextIO 
     return 0
 
 
+def parse_cc(text: str) -> tuple[int, int]:
+    """'9.0' -> (9, 0); the --assume_cc value."""
+    try:
+        major, minor = (int(x) for x in text.split("."))
+    except ValueError:
+        raise UsageError("--assume_cc", text, "give MAJOR.MINOR, e.g. 9.0 (H200) or 10.0 (B200)")
+    return major, minor
+
+
 def run_from_args(args: argparse.Namespace, plan: Plan) -> int:
     """Run (or dry-run) `plan` as the parsed flags say; returns the exit code (prints usage errors
     as one `error:` line and returns 2 itself, so callers need no try/except)."""
@@ -630,6 +644,12 @@ def run_from_args(args: argparse.Namespace, plan: Plan) -> int:
                                  "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
                                  "FlashInfer source checkout whose tag matches the installed wheel")
         gpu = detect_gpu()  # also for --dry_run when a GPU is there: skip reasons for it
+        assume = getattr(args, "assume_cc", None)
+        if assume:
+            if not args.dry_run:
+                raise UsageError("--assume_cc", assume, "only applies to --dry_run; a real run uses "
+                                 "the compute capability of the GPU it runs on")
+            gpu = (f"assumed sm_{assume.replace('.', '')}", parse_cc(assume))
         if gpu is None and not args.dry_run:
             raise UsageError("--workdir", args.workdir, "no CUDA GPU is visible to torch; run on a "
                              "GPU machine, or pass --dry_run to only plan the cases")
