@@ -137,8 +137,14 @@ def test_gemm_shape_limits_pass_aligned_shapes():
 def test_moe_activation_and_routing_limits():
     assert "Swiglu only" in bk.shape_limit(moe_case("cute_dsl_fp4_block_scale_moe", "cute-dsl",
                                                     activation="Geglu"))
-    relu2 = moe_case("trtllm_fp4_block_scale_moe", "trtllm", activation="Relu2", gated=False)
-    assert "non-gated Relu2" in bk.shape_limit(relu2)
+    # Non-gated Relu2 runs on both trtllm routines (their launchers never check the [E, 2I, H]
+    # weights the driver allocates); other non-gated activations have no trtllm kernel.
+    for routine, dtype in (("trtllm_fp4_block_scale_moe", "nvfp4"),
+                           ("trtllm_fp8_per_tensor_scale_moe", "fp8")):
+        relu2 = moe_case(routine, "trtllm", activation="Relu2", gated=False, dtype=dtype)
+        assert bk.shape_limit(relu2) == ""
+        relu = moe_case(routine, "trtllm", activation="Relu", gated=False, dtype=dtype)
+        assert "non-gated activations Relu2, Identity only" in bk.shape_limit(relu)
     bias = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", activation="SwigluBias")
     assert "SwigluBias" in bk.shape_limit(bias)
     odd = moe_case("trtllm_fp4_block_scale_moe", "trtllm", routing=Routing("sigmoid_renorm"))
@@ -192,3 +198,122 @@ def test_docs_check_detects_drift(tmp_path):
                               f"| stale row |\n<!-- END GENERATED: {name} -->")
         (tmp_path / fname).write_text(broken, encoding="utf-8")
     assert len(docs_tables.stale_files(str(tmp_path))) == len(docs_tables.BLOCKS)
+
+
+def moe_routing_case(routine: str, routing: Routing, experts: int, top_k: int) -> Case:
+    shape = MoeShape(16, 7168, 256, experts, experts, top_k)
+    return Case(case_id="t", kind="moe", name="t", modules=(), layers=1, m=16, dtype="nvfp4",
+                backend="trtllm", routine=routine, logical=shape, physical=shape,
+                activation="Swiglu", routing=routing)
+
+
+def ds(n_group: int | None, topk_group: int | None) -> Routing:
+    return Routing("deepseek_v3", n_group=n_group, topk_group=topk_group,
+                   routed_scaling_factor=2.5, use_routing_bias=True, scoring_func="sigmoid")
+
+
+@pytest.mark.parametrize("routine", sorted(bk.ROUTING_IN_KERNEL))
+@pytest.mark.parametrize("routing,experts,top_k,expect", [
+    # DeepSeek-V3/R1: E=256, 8 groups, 4 kept, k=8 -> runs.
+    (ds(8, 4), 256, 8, ""),
+    # Kimi-K2 (E=384) and GLM-4.5 (E=160) route DeepSeek-style without groups: the driver's own
+    # fused_topk_deepseek (outside the timed call) rejects topk_group * n_group < top_k.
+    (ds(1, 1), 384, 8, "fused_routing_dsv3.py:65-69"),
+    (ds(1, 1), 160, 8, "ungrouped DeepSeek routing"),
+    (ds(None, None), 160, 8, "n_group=1"),  # no groups in the config: passed as 1/1
+    (ds(1, 1), 512, 1, "E <= 384"),
+    (ds(8, 4), 256, 10, "top_k <= 8"),
+    (ds(8, 4), 512, 8, "E / n_group <= 32"),
+    (ds(16, 4), 512, 8, "n_group <= 8"),
+    (ds(8, 8), 256, 8, "E / n_group * topk_group <= 128"),
+    (ds(8, 5), 128, 8, "topk_group <= 4"),
+    (ds(4, 6), 128, 8, "topk_group <= n_group"),
+    (Routing("llama4", apply_router_weight_on_input=True), 128, 1, ""),
+    (Routing("llama4", apply_router_weight_on_input=True), 256, 1, "E <= 128"),
+    (Routing("renormalize"), 512, 10, ""),  # Qwen3-Next
+    (Routing("renormalize"), 4096, 8, "E <= 2048"),
+    (Routing("renormalize_naive"), 128, 40, "top_k <= 32"),
+])
+def test_trtllm_routing_limits_known_before_launch(routine, routing, experts, top_k, expect):
+    reason = bk.shape_limit(moe_routing_case(routine, routing, experts, top_k))
+    if expect:
+        assert expect in reason and reason.startswith(routine)
+    else:
+        assert reason == ""
+
+
+def test_routing_limits_do_not_touch_routines_that_ignore_routing():
+    for routine, backend in (("cutlass_fused_moe", "cutlass"),
+                             ("cute_dsl_fp4_block_scale_moe", "cute-dsl")):
+        case = moe_routing_case(routine, ds(1, 1), 384, 8)
+        assert bk.shape_limit(Case(**{**case.__dict__, "backend": backend})) == ""
+
+
+@pytest.mark.parametrize("dtype,dim,value,multiple", [
+    ("bf16", "hidden", 2052, 8), ("bf16", "intermediate", 100, 8),
+    ("fp8", "hidden", 2056, 16), ("fp8", "intermediate", 104, 16),
+    ("nvfp4", "hidden", 2056, 16)])
+def test_cutlass_moe_tma_alignment(dtype, dim, value, multiple):
+    dims = {"hidden": 2048, "intermediate": 128, dim: value}
+    shape = MoeShape(16, dims["hidden"], dims["intermediate"], 128, 128, 8)
+    case = Case(case_id="t", kind="moe", name="t", modules=(), layers=1, m=16, dtype=dtype,
+                backend="cutlass", routine="cutlass_fused_moe", logical=shape, physical=shape,
+                activation="Swiglu", routing=Routing("renormalize"))
+    reason = bk.shape_limit(case)
+    assert f"{dim} % {multiple} == 0" in reason and "binding.cu" in reason
+    aligned = Case(**{**case.__dict__, "physical": MoeShape(16, 2048, 128, 128, 128, 8)})
+    assert bk.shape_limit(aligned) == ""
+
+
+def test_mm_fp8_runs_on_the_sm100_family_including_b300():
+    s = spec("mm_fp8", "trtllm_low_latency")
+    for cc in ((10, 0), (10, 3), (10, 7)):
+        assert bk.capability_reason(s, cc) == ""
+    for cc in ((9, 0), (11, 0), (12, 0)):
+        assert "Blackwell-only" in bk.capability_reason(s, cc)
+
+
+#: Audited by hand against FlashInfer v0.6.17 (cited file:line in BACKENDS' sources): the
+#: library's @supported_compute_capability lists for GEMMs, the driver's
+#: routine_cc_to_supported_backends for MoE routines (keys absent there, e.g. 11.0, get nothing).
+AUDITED_CCS = {
+    ("mm_bf16", "cudnn"): {80, 86, 87, 89, 90, 100, 103, 110, 120, 121},
+    ("mm_bf16", "cublaslt"): {80, 86, 87, 89, 90, 100, 103, 110, 120, 121},
+    ("mm_bf16", "cutlass"): {100, 103, 107},
+    ("mm_bf16", "tgv"): {100, 103},
+    ("mm_bf16", "tinygemm"): {90, 100, 103, 110, 120, 121},
+    ("mm_bf16", "cutile"): {90, 100, 103, 110, 120, 121},
+    ("bmm_fp8", "cudnn"): {89, 90, 100, 103, 107, 110, 120, 121},
+    ("bmm_fp8", "cublas"): {89, 90, 100, 103, 107, 110, 120, 121},
+    ("bmm_fp8", "cutlass"): {100, 103, 107, 110, 120, 121},
+    ("mm_fp8", "trtllm_low_latency"): {100, 103, 107},
+    ("mm_fp4", "cudnn"): {100, 103, 107, 110, 120, 121},
+    ("mm_fp4", "cutlass"): {100, 103, 107, 110, 120, 121},
+    ("mm_fp4", "trtllm"): {100, 103, 107},
+    ("mm_fp4", "cute-dsl"): {100, 103},
+    ("cutlass_fused_moe", "cutlass"): {100, 103, 107, 120, 121},
+    ("trtllm_fp8_per_tensor_scale_moe", "trtllm"): {100, 103, 107},
+    ("trtllm_fp4_block_scale_moe", "trtllm"): {100, 103, 107},
+    ("cute_dsl_fp4_block_scale_moe", "cute-dsl"): {100, 103},
+}
+
+
+def test_driver_rows_match_the_audited_capability_lists():
+    driver_rows = [s for s in bk.BACKENDS if s.driver]
+    assert {(s.routine, s.backend) for s in driver_rows} == set(AUDITED_CCS)
+    for s in driver_rows:
+        assert {a * 10 + b for a, b in s.ccs} == AUDITED_CCS[(s.routine, s.backend)], s
+
+
+@pytest.mark.parametrize("cc,runs", [
+    ((10, 3), {"mm_fp8", "mm_fp4", "cutlass_fused_moe", "trtllm_fp4_block_scale_moe",
+               "cute_dsl_fp4_block_scale_moe"}),  # B300: everything Blackwell
+    ((11, 0), {"mm_fp4"}),  # Thor: cudnn/cutlass FP4 GEMMs, no MoE routine in the driver table
+    ((12, 0), {"mm_fp4", "cutlass_fused_moe"}),  # RTX Blackwell: no trtllm-gen, no cute-dsl
+])
+def test_other_blackwell_parts(cc, runs):
+    ok = {s.routine for s in bk.BACKENDS if s.driver and s.dtype == "nvfp4"
+          and not bk.capability_reason(s, cc)}
+    ok |= {s.routine for s in bk.BACKENDS if s.routine == "mm_fp8"
+           and not bk.capability_reason(s, cc)}
+    assert ok == runs

@@ -270,8 +270,28 @@ def test_non_gated_activation():
                               compute_capability=SM100))
     assert flag(cases["moe.experts.m8.fp8.cutlass"], "--activation-type") == "Relu2"
     assert cases["moe.experts.m8.fp8.cutlass"].physical.intermediate == 128
-    assert "non-gated" in cases["moe.experts.m8.fp8.trtllm"].skip_reason
+    trt = cases["moe.experts.m8.fp8.trtllm"]  # Nemotron-style Relu2 runs on trtllm
+    assert trt.skip_reason == "" and flag(trt, "--activation-type") == "Relu2"
+    assert (trt.physical.intermediate, flag(trt, "--intermediate_size")) == (128, "128")
+    fp4 = cases["moe.experts.m8.nvfp4.trtllm"]
+    assert fp4.skip_reason == "" and fp4.physical.intermediate == 128
     assert "Swiglu only" in cases["moe.experts.m8.nvfp4.cute-dsl"].skip_reason
+
+
+def test_kimi_k2_ungrouped_deepseek_routing_is_a_known_driver_limit():
+    # Kimi-K2: E=384, k=8, DeepSeek routing with n_group=topk_group=1. The trtllm routines would
+    # die in the driver's fused_topk_deepseek before timing: decided before launch instead.
+    routing = Routing("deepseek_v3", n_group=1, topk_group=1, routed_scaling_factor=2.827,
+                      use_routing_bias=True, scoring_func="sigmoid")
+    plan = small_plan(hidden=7168, intermediate=256, experts=384, global_experts=384,
+                      routing=routing)
+    cases = by_id(build_cases(plan, [8], compute_capability=SM100))
+    for cid in ("moe.experts.m8.fp8.trtllm", "moe.experts.m8.fp8.trtllm.q",
+                "moe.experts.m8.nvfp4.trtllm"):
+        assert "fused_topk_deepseek" in cases[cid].skip_reason
+    for cid in ("moe.experts.m8.fp8.cutlass", "moe.experts.m8.nvfp4.cute-dsl",
+                "moe.experts.m8.nvfp4.cutlass.quantized_input"):
+        assert cases[cid].skip_reason == ""
 
 
 def test_unknown_activation_is_skipped_without_argv():

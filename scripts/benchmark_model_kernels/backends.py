@@ -112,10 +112,14 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 quant="fp8_per_tensor_static"),
     BackendSpec("gemm", "fp8", "bmm_fp8", "cutlass", ccs=_BLACKWELL_FP4,
                 source=f"{_GB}:6717", quant="fp8_per_tensor_static"),
-    # mm_fp8 has no capability decorator; its trtllm-gen module is built only with
-    # -gencode sm_100a (sm_107a for Rubin): flashinfer/jit/gemm/core.py:910-970, jit/core.py:131.
-    BackendSpec("gemm", "fp8", "mm_fp8", "trtllm_low_latency", ccs=((10, 0), (10, 7)),
-                source="flashinfer/jit/gemm/core.py:910-970 (sm_100a / sm_107a build)",
+    # mm_fp8 has no capability decorator. Its launcher runs trtllm-gen cubins whose kernels are
+    # family builds "..._sm100f" (csrc/trtllm_low_latency_gemm_runner.cu:65-88), which run on
+    # sm_100 and sm_103 (the same rule the trtllm GEMM runner spells out,
+    # csrc/trtllm_gemm_runner.cu:46-54); Rubin (10.7) loads its own cubin set
+    # (flashinfer/trtllm_low_latency_gemm.py:66-69, jit/gemm/core.py:910-970).
+    BackendSpec("gemm", "fp8", "mm_fp8", "trtllm_low_latency", ccs=_TRTLLM_GEN,
+                source="csrc/trtllm_low_latency_gemm_runner.cu:65-88 (sm100f cubins; "
+                       "sm107 build for Rubin)",
                 quant="fp8_per_tensor_static",
                 cc_note="trtllm-gen low-latency GEMM is Blackwell-only"),
     # ---- GEMM, NVFP4 W4A4 (no torch rows: torch has no NVFP4 GEMM baseline here).
@@ -176,6 +180,9 @@ ROUTING_IN_KERNEL = ("trtllm_fp8_per_tensor_scale_moe", "trtllm_fp4_block_scale_
 #: Gated activations the trtllm-gen MoE kernels implement
 #: (csrc/trtllm_fused_moe_runner.cu:355-370 activationTypeToGatedActType at v0.6.17).
 TRTLLM_MOE_ACTIVATIONS = ("Swiglu", "Geglu", "Situ")
+#: Non-gated (element-wise) activations they implement (same file, :371-380,
+#: activationTypeToEltwiseActType).
+TRTLLM_MOE_ELTWISE_ACTIVATIONS = ("Relu2", "Identity")
 
 
 def specs_for(kind: str, dtype: str) -> tuple[BackendSpec, ...]:
@@ -227,7 +234,12 @@ class ShapeLimit:
     """What enforces it."""
     source: str
     """file:line at FlashInfer v0.6.17 (driver paths are under benchmarks/routines/), or torch."""
+    dtype: str = ""
+    """Recipe it applies to ("bf16", "fp8", "nvfp4"); "" = every recipe of the routine."""
 
+
+_CUTLASS_MOE_TMA = ("TMA needs 128-bit aligned rows: 8 BF16 / 16 FP8 or FP4-packed elements",
+                    "csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu:336-345")
 
 SHAPE_LIMITS: tuple[ShapeLimit, ...] = (
     ShapeLimit("mm_bf16", "tinygemm", "n", 16, "TinyGEMM output features",
@@ -249,6 +261,15 @@ SHAPE_LIMITS: tuple[ShapeLimit, ...] = (
     ShapeLimit("mm_fp4", "trtllm", "n", 128, "weight shuffle with epilogue_tile_m=128",
                "benchmarks/routines/gemm.py:1359-1375"),
     ShapeLimit("mm_fp4", "cute-dsl", "n", 8, "CuTe-DSL FP4 GEMM", f"{_GB}:5776-5779"),
+    # cutlass_fused_moe checks hidden and per-rank intermediate against the TMA alignment of the
+    # narrower of activation and weight dtypes (FP4 weights count as packed bytes).
+    ShapeLimit("cutlass_fused_moe", "cutlass", "hidden", 8, *_CUTLASS_MOE_TMA, dtype="bf16"),
+    ShapeLimit("cutlass_fused_moe", "cutlass", "intermediate", 8, *_CUTLASS_MOE_TMA, dtype="bf16"),
+    ShapeLimit("cutlass_fused_moe", "cutlass", "hidden", 16, *_CUTLASS_MOE_TMA, dtype="fp8"),
+    ShapeLimit("cutlass_fused_moe", "cutlass", "intermediate", 16, *_CUTLASS_MOE_TMA, dtype="fp8"),
+    ShapeLimit("cutlass_fused_moe", "cutlass", "hidden", 16, *_CUTLASS_MOE_TMA, dtype="nvfp4"),
+    ShapeLimit("cutlass_fused_moe", "cutlass", "intermediate", 16, *_CUTLASS_MOE_TMA,
+               dtype="nvfp4"),
     ShapeLimit("torch._grouped_mm", TORCH, "hidden", 8, "16-byte aligned BF16 rows",
                "torch aten/src/ATen/native/cuda/GroupedBlas.cpp"),
     ShapeLimit("torch._grouped_mm", TORCH, "intermediate", 8, "16-byte aligned BF16 rows",
@@ -267,7 +288,8 @@ def shape_limit(case: "Case") -> str:
     routing limits of the MoE routines are below. vLLM's own limits are padding.py's business."""
     r, b, p = case.routine, case.backend, case.physical
     for lim in SHAPE_LIMITS:
-        if lim.routine == r and lim.backend == b and hasattr(p, lim.dim):
+        if (lim.routine == r and lim.backend == b and lim.dtype in ("", case.dtype)
+                and hasattr(p, lim.dim)):
             value = getattr(p, lim.dim)
             if value % lim.multiple:
                 return (f"{r} {b} needs {lim.dim} % {lim.multiple} == 0; {lim.dim}={value} "
@@ -279,31 +301,89 @@ def shape_limit(case: "Case") -> str:
         return (f"cute_dsl_fp4_block_scale_moe supports Swiglu only; activation is {act} "
                 f"(benchmarks/routines/moe.py:1446-1452)")
     if r in ROUTING_IN_KERNEL:
-        if not case.gated:
-            # The v0.6.17 driver always builds GEMM1 weights [E, 2*I, H] for trtllm routines
-            # (moe_utils.py:70, moe.py:664) while the kernel expects [E, I, H] when non-gated.
-            return (f"{r}: the v0.6.17 driver builds gated [E, 2I, H] GEMM1 weights only; "
-                    f"non-gated {act} fails the kernel's shape check "
-                    f"(benchmarks/routines/moe_utils.py:70)")
-        if act not in TRTLLM_MOE_ACTIVATIONS:
-            return (f"{r} implements gated activations {', '.join(TRTLLM_MOE_ACTIVATIONS)} only; "
-                    f"activation is {act} (csrc/trtllm_fused_moe_runner.cu:355-370)")
-        routing = case.routing
-        method = routing.method if routing else "renormalize"
-        top_k = case.logical.top_k
-        if method not in DRIVER_ROUTING_METHODS:
-            return (f"{r} routes inside the kernel; routing '{method}' has no --routing_method "
-                    f"in the v0.6.17 driver (choices: {', '.join(DRIVER_ROUTING_METHODS)})")
-        if method == "llama4" and top_k != 1:
-            return (f"{r}: llama4 routing needs top_k == 1; top_k={top_k} "
-                    f"(csrc/trtllm_fused_moe_runner.cu:217)")
-        if method == "deepseek_v3":
-            if top_k > 22:
-                return (f"{r}: deepseek_v3 routing needs top_k <= 22; top_k={top_k} "
-                        f"(csrc/trtllm_fused_moe_runner.cu:155)")
-            if routing is not None and (routing.topk_group or 0) > 4:
-                return (f"{r}: deepseek_v3 routing needs topk_group <= 4; "
-                        f"topk_group={routing.topk_group} (csrc/trtllm_fused_moe_runner.cu:156)")
+        return trtllm_moe_limit(case)
+    return ""
+
+
+#: The v0.6.17 driver's `fused_topk_deepseek` call (outside the timed region, for its bandwidth
+#: figure) validates DeepSeek grouping before the kernel ever runs.
+_DSV3_CHECK = "flashinfer/fused_moe/fused_routing_dsv3.py"
+_RUNNER = "csrc/trtllm_fused_moe_runner.cu"
+_DS_KERNEL = "csrc/fused_moe/trtllm_backend/trtllm_fused_moe_routing_deepseek.cu"
+
+
+def _deepseek_limit(r: str, e: int, top_k: int, n_group: int, topk_group: int) -> str:
+    """Why deepseek_v3 routing with these groups cannot run through the driver ("" if it can)."""
+    tail = f"(E={e}, top_k={top_k}, n_group={n_group}, topk_group={topk_group})"
+    if topk_group > n_group or topk_group * n_group < top_k:
+        return (f"{r}: the v0.6.17 driver's fused_topk_deepseek needs topk_group <= n_group and "
+                f"topk_group * n_group >= top_k {tail} ({_DSV3_CHECK}:65-69)"
+                + ("; ungrouped DeepSeek routing (n_group=1, e.g. Kimi-K2, GLM-4.5) passes only "
+                   "with top_k=1, although the kernel itself supports it" if n_group == 1 else ""))
+    if top_k > 8:
+        return (f"{r}: deepseek_v3 routing through the v0.6.17 driver needs top_k <= 8 {tail} "
+                f"({_DSV3_CHECK}:76,95)")
+    if n_group > 1:
+        if n_group > 8:
+            return f"{r}: deepseek_v3 routing needs n_group <= 8 {tail} ({_DS_KERNEL}:524)"
+        if e % n_group:
+            return (f"{r}: deepseek_v3 routing needs E % n_group == 0 {tail} "
+                    f"({_DS_KERNEL}:527)")
+        if e // n_group > 32:
+            return (f"{r}: deepseek_v3 routing needs E / n_group <= 32 {tail} "
+                    f"({_DSV3_CHECK}:80)")
+        if e // n_group * topk_group > 128:
+            return (f"{r}: deepseek_v3 routing needs E / n_group * topk_group <= 128 {tail} "
+                    f"({_DSV3_CHECK}:85)")
+        if topk_group > 4:
+            return f"{r}: deepseek_v3 routing needs topk_group <= 4 {tail} ({_RUNNER}:156)"
+        if e % 4:
+            return f"{r}: deepseek_v3 routing needs E % 4 == 0 {tail} ({_DS_KERNEL}:542)"
+    elif e > 384:
+        return (f"{r}: deepseek_v3 routing without groups needs E <= 384 through the v0.6.17 "
+                f"driver {tail} ({_DSV3_CHECK}:91)")
+    return ""
+
+
+def trtllm_moe_limit(case: "Case") -> str:
+    """Why a trtllm-gen MoE routine (routing inside the kernel) cannot run `case` ("" if it can).
+
+    Activation: the kernels implement gated Swiglu/Geglu/Situ and element-wise Relu2/Identity.
+    Non-gated cases run although the v0.6.17 driver allocates [E, 2I, H] GEMM1 weights: the FP8
+    per-tensor and FP4 launchers never check the weight shape (only the BF16 and FP8 block-scale
+    launchers call check_weights_shape, csrc/trtllm_fused_moe_kernel_launcher.cu:837,1463), and
+    the kernel reads a contiguous [E_local, I, H] view from the start of the buffer: the same
+    bytes per expert as vLLM's non-gated layer (random weights either way).
+    Routing: the method must have a driver name, and the routing kernel's (and, for deepseek_v3,
+    the driver's own fused_topk_deepseek) limits must hold."""
+    r, act = case.routine, case.activation
+    if case.gated and act not in TRTLLM_MOE_ACTIVATIONS:
+        return (f"{r} implements gated activations {', '.join(TRTLLM_MOE_ACTIVATIONS)} only; "
+                f"activation is {act} ({_RUNNER}:355-370)")
+    if not case.gated and act not in TRTLLM_MOE_ELTWISE_ACTIVATIONS:
+        return (f"{r} implements non-gated activations "
+                f"{', '.join(TRTLLM_MOE_ELTWISE_ACTIVATIONS)} only; activation is {act} "
+                f"({_RUNNER}:371-380)")
+    routing = case.routing
+    method = routing.method if routing else "renormalize"
+    top_k, e = case.logical.top_k, case.logical.global_experts
+    if method not in DRIVER_ROUTING_METHODS:
+        return (f"{r} routes inside the kernel; routing '{method}' has no --routing_method "
+                f"in the v0.6.17 driver (choices: {', '.join(DRIVER_ROUTING_METHODS)})")
+    if method == "llama4":
+        if top_k != 1:
+            return f"{r}: llama4 routing needs top_k == 1; top_k={top_k} ({_RUNNER}:217)"
+        if e > 128:
+            return (f"{r}: llama4 routing needs E <= 128; E={e} "
+                    f"(csrc/fused_moe/trtllm_backend/trtllm_fused_moe_routing_llama4.cu:514)")
+    elif method == "deepseek_v3":
+        # The same defaults cases._routing_args passes to the driver.
+        n_group = (routing.n_group if routing else None) or 1
+        topk_group = (routing.topk_group if routing else None) or 1
+        return _deepseek_limit(r, e, top_k, n_group, topk_group)
+    elif top_k > 32 or e > 2048:
+        return (f"{r}: {method} routing needs top_k <= 32 and E <= 2048; top_k={top_k}, E={e} "
+                f"(csrc/fused_moe/trtllm_backend/trtllm_fused_moe_routing_custom.cu:1504-1509)")
     return ""
 
 
@@ -321,6 +401,8 @@ __all__ = [
     "SHAPE_LIMITS",
     "shape_limit",
     "TRTLLM_MOE_ACTIVATIONS",
+    "TRTLLM_MOE_ELTWISE_ACTIVATIONS",
+    "trtllm_moe_limit",
     "ROUTING_IN_KERNEL",
     "TRTLLM_FP4_8X4_MAX_M",
 ]

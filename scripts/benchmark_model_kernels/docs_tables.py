@@ -48,9 +48,9 @@ def render_quant_formats() -> str:
 
 
 def render_shape_limits() -> str:
-    rows = [(_code(s.routine), _code(s.backend), f"{s.dim} % {s.multiple} == 0", s.why, s.source)
-            for s in bk.SHAPE_LIMITS]
-    return _table(("routine", "backend", "needs (physical shape)", "why", "source"), rows)
+    rows = [(_code(s.routine), _code(s.backend), s.dtype or "all", f"{s.dim} % {s.multiple} == 0",
+             s.why, s.source) for s in bk.SHAPE_LIMITS]
+    return _table(("routine", "backend", "dtype", "needs (physical shape)", "why", "source"), rows)
 
 
 def _gated(value: bool | None) -> str:
