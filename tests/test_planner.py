@@ -257,3 +257,289 @@ def test_required_bundled_models_present():
 def test_plan_json_round_trip():
     p = plan_of("deepseek-v3", 8, 8)
     assert Plan.from_json(p.to_json()) == p
+
+
+# ------------------------------------------------------------------------------------------------
+# Held-out architectures (not in ../shared/configs): small but realistic configs written here.
+# Expected numbers are hand-computed from vllm_rules.md; the arithmetic is in the comments.
+
+def plan_raw(tmp_path, raw: dict, tp: int = 1, ep: int = 1) -> Plan:
+    import json
+
+    d = tmp_path / raw["model_type"]
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(raw))
+    return planner.plan_model(str(d), tp, ep)
+
+
+HELD_OUT = {
+    "gpt2": ({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12,
+              "n_layer": 2, "vocab_size": 50257}, 4, {
+        "qkv_proj": (576, 768, 2, "column", True),  # c_attn Conv1D, MHA: 3*768/4
+        "o_proj": (768, 192, 2, "row", True),  # c_proj: K = 768/4
+        "up_proj": (768, 768, 2, "column", True),  # c_fc: 4*768/4
+        "down_proj": (768, 768, 2, "row", True),  # c_proj: K = 3072/4
+        "lm_head": (12576, 768, 1, "vocab", False),  # round_up(50257, 64) = 50304; /4
+    }),
+    "falcon-7b": ({"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 4544,
+                   "num_attention_heads": 71, "num_hidden_layers": 2, "multi_query": True,
+                   "new_decoder_architecture": False, "parallel_attn": True, "bias": False,
+                   "vocab_size": 65024}, 1, {
+        "qkv_proj": (4672, 4544, 2, "column", False),  # multi_query: (71 + 2*1)*64
+        "o_proj": (4544, 4544, 2, "row", False),
+        "up_proj": (18176, 4544, 2, "column", False),  # 4H
+        "down_proj": (4544, 18176, 2, "row", False),
+        "lm_head": (65024, 4544, 1, "vocab", False),
+    }),
+    "falcon-40b": ({"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": 8192,
+                    "num_attention_heads": 128, "num_kv_heads": 8, "num_hidden_layers": 2,
+                    "new_decoder_architecture": True, "bias": False, "vocab_size": 65024}, 16, {
+        "qkv_proj": (640, 8192, 2, "column", False),  # 128/16*64 + 2*1*64 (tp 16 > 8 kv heads: replicated)
+        "o_proj": (8192, 512, 2, "row", False),  # 128*64/16
+        "up_proj": (2048, 8192, 2, "column", False),  # 4*8192/16
+        "down_proj": (8192, 2048, 2, "row", False),
+        "lm_head": (4064, 8192, 1, "vocab", False),  # 65024/16
+    }),
+    "gpt-neox": ({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "hidden_size": 2560,
+                  "num_attention_heads": 32, "num_hidden_layers": 2, "intermediate_size": 10240,
+                  "vocab_size": 50304}, 4, {
+        "qkv_proj": (1920, 2560, 2, "column", True),  # query_key_value fused per head: 3*2560/4
+        "o_proj": (2560, 640, 2, "row", True),
+        "up_proj": (2560, 2560, 2, "column", True),  # dense_h_to_4h 10240/4
+        "down_proj": (2560, 2560, 2, "row", True),
+        "lm_head": (12576, 2560, 1, "vocab", False),  # 50304/4
+    }),
+    "gemma2": ({"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "hidden_size": 3584,
+                "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+                "intermediate_size": 14336, "num_hidden_layers": 2, "vocab_size": 256000}, 8, {
+        "qkv_proj": (1024, 3584, 2, "column", False),  # (16/8 + 2*8/8)*256
+        "o_proj": (3584, 512, 2, "row", False),  # Hq*d = 4096 != H: 4096/8
+        "gate_up_proj": (3584, 3584, 2, "column", False),  # 2*14336/8
+        "down_proj": (3584, 1792, 2, "row", False),
+        "lm_head": (32000, 3584, 1, "vocab", False),  # tied, still run: 256000/8
+    }),
+    "phi-2": ({"model_type": "phi", "architectures": ["PhiForCausalLM"], "hidden_size": 2560,
+               "num_attention_heads": 32, "intermediate_size": 10240, "num_hidden_layers": 2,
+               "vocab_size": 51200}, 2, {
+        "qkv_proj": (3840, 2560, 2, "column", True),  # 3*2560/2
+        "o_proj": (2560, 1280, 2, "row", True),  # `dense`
+        "up_proj": (5120, 2560, 2, "column", True),  # fc1 10240/2
+        "down_proj": (2560, 5120, 2, "row", True),  # fc2
+        "lm_head": (25600, 2560, 1, "vocab", True),  # phi's lm_head has a bias; 51200/2
+    }),
+    "gpt-bigcode": ({"model_type": "gpt_bigcode", "architectures": ["GPTBigCodeForCausalLM"], "n_embd": 6144,
+                     "n_head": 48, "n_layer": 2, "n_inner": 24576, "multi_query": True,
+                     "vocab_size": 49152}, 4, {
+        "qkv_proj": (1792, 6144, 2, "column", True),  # 48/4*128 + 2*1*128 (one kv head, replicated)
+        "o_proj": (6144, 1536, 2, "row", True),
+        "up_proj": (6144, 6144, 2, "column", True),  # 24576/4
+        "down_proj": (6144, 6144, 2, "row", True),
+        "lm_head": (12288, 6144, 1, "vocab", False),
+    }),
+    "mamba2": ({"model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"], "hidden_size": 2560,
+                "num_heads": 80, "head_dim": 64, "n_groups": 1, "state_size": 128, "expand": 2,
+                "num_hidden_layers": 2, "vocab_size": 50288}, 4, {
+        # I = 80*64 = 5120; n_groups = 1 replicated per rank: 2*5120/4 + 2*128 + 80/4 = 2836
+        "mamba.in_proj": (2836, 2560, 2, "column", False),
+        "mamba.out_proj": (2560, 1280, 2, "row", False),  # 5120/4
+        "lm_head": (12576, 2560, 1, "vocab", False),  # round_up(50288, 64) = 50304; /4
+    }),
+    "falcon-h1": ({"model_type": "falcon_h1", "architectures": ["FalconH1ForCausalLM"], "hidden_size": 2048,
+                   "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
+                   "intermediate_size": 8192, "num_hidden_layers": 2, "mamba_n_heads": 64, "mamba_d_head": 64,
+                   "mamba_n_groups": 1, "mamba_d_ssm": 4096, "mamba_d_state": 256, "mamba_expand": 2,
+                   "vocab_size": 65537}, 4, {
+        "qkv_proj": (512, 2048, 2, "column", False),  # 8/4*128 + 2*1*128 (tp 4 > 2 kv heads)
+        "mamba.in_proj": (2576, 2048, 2, "column", False),  # 2*4096/4 + 2*256 + 64/4
+        "mamba.out_proj": (2048, 1024, 2, "row", False),  # 4096/4
+        "o_proj": (2048, 256, 2, "row", False),
+        "gate_up_proj": (4096, 2048, 2, "column", False),  # 2*8192/4
+        "down_proj": (2048, 2048, 2, "row", False),
+        "lm_head": (16400, 2048, 1, "vocab", False),  # round_up(65537, 64) = 65600; /4
+    }),
+    "qwen2-vl": ({"model_type": "qwen2_vl", "architectures": ["Qwen2VLForConditionalGeneration"],
+                  "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+                  "intermediate_size": 18944, "num_hidden_layers": 2, "vocab_size": 152064,
+                  "vision_config": {"depth": 2, "embed_dim": 1280, "hidden_size": 3584, "num_heads": 16}}, 4, {
+        "qkv_proj": (1152, 3584, 2, "column", True),  # 28/4*128 + 2*(4/4)*128, qkv bias
+        "o_proj": (3584, 896, 2, "row", False),
+        "gate_up_proj": (9472, 3584, 2, "column", False),  # 2*18944/4
+        "down_proj": (3584, 4736, 2, "row", False),
+        "lm_head": (38016, 3584, 1, "vocab", False),  # 152064/4
+    }),
+    "llava": ({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+               "text_config": {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                               "num_key_value_heads": 32, "intermediate_size": 11008, "num_hidden_layers": 2,
+                               "vocab_size": 32064},
+               "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "num_hidden_layers": 2,
+                                 "intermediate_size": 4096, "num_attention_heads": 16, "image_size": 336,
+                                 "patch_size": 14}}, 2, {
+        "qkv_proj": (6144, 4096, 2, "column", False),  # 3*4096/2
+        "o_proj": (4096, 2048, 2, "row", False),
+        "gate_up_proj": (11008, 4096, 2, "column", False),  # 2*11008/2
+        "down_proj": (4096, 5504, 2, "row", False),
+        "lm_head": (16032, 4096, 1, "vocab", False),  # 32064/2
+    }),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(HELD_OUT))
+def test_held_out_architectures(tmp_path, arch):
+    raw, tp, expected = HELD_OUT[arch]
+    p = plan_raw(tmp_path, raw, tp)
+    assert p.complete, p.unsupported
+    assert gemms(p) == expected
+    # language model only: no vision/audio tower module anywhere
+    assert not any(t in m for e in p.gemms for m in e.modules for t in ("vision", "visual", "projector"))
+
+
+def test_qwen2_moe_shared_expert_gate_and_olmoe(tmp_path):
+    raw = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 2048,
+           "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
+           "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+           "num_experts_per_tok": 4, "num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [],
+           "norm_topk_prob": False, "vocab_size": 151936}
+    p = plan_raw(tmp_path, raw, 4)
+    g = gemms(p)
+    # decoder_sparse_step 2: layers 1 and 3 are MoE ((i+1) % 2 == 0), layers 0 and 2 dense
+    assert g["gate_up_proj"] == (2816, 2048, 2, "column", False)  # 2*5632/4
+    assert g["shared_expert.gate_up_proj"] == (2816, 2048, 2, "column", False)  # 2*5632/4
+    assert g["shared_expert.down_proj"] == (2048, 1408, 2, "row", False)
+    assert g["shared_expert_gate"] == (1, 2048, 2, "replicated", False)  # H -> 1
+    assert g["router"] == (60, 2048, 2, "replicated", False)
+    assert g["qkv_proj"] == (1536, 2048, 4, "column", True)  # 3*16/4*128, qkv bias
+    (m,) = p.moe
+    assert (m.intermediate, m.experts, m.top_k, m.layers, m.routing.method) == (352, 60, 4, 2, "topk")  # 1408/4
+    olmoe = {"model_type": "olmoe", "architectures": ["OlmoeForCausalLM"], "hidden_size": 2048,
+             "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 1024, "num_experts": 64,
+             "num_experts_per_tok": 8, "num_hidden_layers": 2, "vocab_size": 50304, "norm_topk_prob": False}
+    (m,) = plan_raw(tmp_path, olmoe, 2, 4).moe
+    assert (m.intermediate, m.experts, m.global_experts) == (1024, 16, 64)  # EP 4: 64/4 experts, full I
+
+
+def test_vlm_whose_text_model_has_no_causal_class_builds_language_model_only(tmp_path):
+    # Qwen2.5-VL: its text model (qwen2_5_vl_text) has no AutoModelForCausalLM class; the wrapper is
+    # built on meta and only its language model is planned.
+    raw = {"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+           "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+           "num_hidden_layers": 2, "vocab_size": 152064,
+           "vision_config": {"depth": 2, "hidden_size": 1280, "out_hidden_size": 3584, "intermediate_size": 3420,
+                             "num_heads": 16}}
+    p = plan_raw(tmp_path, raw, 4)
+    assert p.complete
+    assert gemms(p)["qkv_proj"] == (1152, 3584, 2, "column", True)  # 28/4*128 + 2*1*128
+    assert not any("visual" in m for e in p.gemms for m in e.modules)
+
+
+def test_granite_moe_hybrid_shared_mlp_and_mamba(tmp_path):
+    raw = {"model_type": "granitemoehybrid", "architectures": ["GraniteMoeHybridForCausalLM"], "hidden_size": 1536,
+           "num_attention_heads": 12, "num_key_value_heads": 4, "intermediate_size": 512, "num_local_experts": 62,
+           "num_experts_per_tok": 6, "shared_intermediate_size": 1024, "num_hidden_layers": 4,
+           "layer_types": ["mamba", "mamba", "attention", "mamba"], "mamba_n_heads": 48, "mamba_d_head": 64,
+           "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_expand": 2, "vocab_size": 100352}
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported
+    g = gemms(p)
+    # shared_mlp.input_linear is a fused [gate | up] of 2*1024 -> MergedColumnParallel: 2*1024/2
+    assert g["shared_expert.gate_up_proj"] == (1024, 1536, 4, "column", False)
+    assert g["shared_expert.down_proj"] == (1536, 512, 4, "row", False)  # output_linear K = 1024/2
+    # Mamba2 I = 48*64 = 3072, n_groups = 1: 2*3072/2 + 2*128 + 48/2 = 3352
+    assert g["mamba.in_proj"] == (3352, 1536, 3, "column", False)
+    assert g["qkv_proj"] == (1280, 1536, 1, "column", False)  # 12/2*128 + 2*(4/2)*128
+    (m,) = p.moe
+    assert (m.intermediate, m.experts, m.layers) == (256, 62, 4)  # 512/2
+
+
+def test_mllama_cross_attention_is_not_self_attention(tmp_path):
+    raw = {"model_type": "mllama", "architectures": ["MllamaForConditionalGeneration"],
+           "text_config": {"model_type": "mllama_text_model", "hidden_size": 4096, "num_attention_heads": 32,
+                           "num_key_value_heads": 8, "intermediate_size": 14336, "num_hidden_layers": 5,
+                           "cross_attention_layers": [3], "vocab_size": 128256},
+           "vision_config": {"model_type": "mllama_vision_model"}}
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported
+    g = gemms(p)
+    assert g["qkv_proj"] == (3072, 4096, 4, "column", False)  # 4 self-attn layers: 32/2*128 + 2*(8/2)*128
+    assert g["cross_attn.q_proj"] == (2048, 4096, 1, "column", False)  # q only: 32/2*128
+    assert g["cross_attn.kv_proj"] == (1024, 4096, 1, "column", False)  # on vision tokens: 2*(8/2)*128
+    assert g["cross_attn.o_proj"] == (4096, 2048, 1, "row", False)
+    assert g["gate_up_proj"] == (14336, 4096, 5, "column", False)  # every layer has the MLP: 2*14336/2
+
+
+def test_jamba_mamba1_is_reported_unsupported_cleanly(tmp_path):
+    raw = {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "num_experts": 16,
+           "num_experts_per_tok": 2, "num_hidden_layers": 8, "attn_layer_period": 8, "attn_layer_offset": 4,
+           "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
+           "mamba_expand": 2, "vocab_size": 65536, "use_mamba_kernels": False}
+    p = plan_raw(tmp_path, raw, 1)
+    # one line per Mamba-1 projection, nothing for non-GEMM state such as A_log
+    assert sorted(u.module.rsplit(".", 1)[-1] for u in p.unsupported) == ["dt_proj", "in_proj", "out_proj", "x_proj"]
+    assert all("Mamba-1" in u.reason for u in p.unsupported)
+    g = gemms(p)
+    assert g["qkv_proj"][2] == 1 and g["gate_up_proj"][2] == 4  # 1 attention layer; 4 dense (even) layers
+    assert p.moe[0].layers == 4  # expert_layer_period 2, offset 1: layers 1, 3, 5, 7
+
+
+def test_moe_layer_freq_follows_vllm_not_transformers(tmp_path):
+    # vLLM DeepseekV2DecoderLayer: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0.
+    # transformers ignores moe_layer_freq, so the planner applies vLLM's rule.
+    raw = {"model_type": "deepseek_v2", "architectures": ["DeepseekV2ForCausalLM"], "hidden_size": 2048,
+           "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 10944,
+           "moe_intermediate_size": 1408, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+           "first_k_dense_replace": 1, "moe_layer_freq": 2, "num_hidden_layers": 6, "kv_lora_rank": 512,
+           "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+           "vocab_size": 102400, "n_group": 8, "topk_group": 3, "topk_method": "group_limited_greedy",
+           "routed_scaling_factor": 16.0}
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported
+    g = gemms(p)
+    # MoE layers: 2, 4 (i >= 1 and even); dense: 0, 1, 3, 5
+    assert g["gate_up_proj"] == (10944, 2048, 4, "column", False)  # 2*10944/2
+    assert g["down_proj"] == (2048, 5472, 4, "row", False)
+    assert g["router"] == (64, 2048, 2, "replicated", False)
+    assert g["shared_expert.gate_up_proj"] == (2816, 2048, 2, "column", False)  # 2*(1408*2)/2
+    (m,) = p.moe
+    assert (m.layers, m.intermediate) == (2, 704)
+    # grouped top-k without a correction bias (DeepSeek-V2 group_limited_greedy): groups kept
+    r = m.routing
+    assert (r.method, r.n_group, r.topk_group, r.routed_scaling_factor, r.use_routing_bias, r.scoring_func) == (
+        "grouped_topk", 8, 3, 16.0, False, "softmax")
+
+
+def test_qwen35_mlp_only_layers_follow_vllm(tmp_path):
+    import json
+
+    path = shared_config_dir("qwen3.5-35b-a3b")
+    with open(os.path.join(path, "config.json")) as f:
+        raw = json.load(f)
+    text = raw["text_config"]
+    text.update(mlp_only_layers=[0, 5], intermediate_size=5120, num_hidden_layers=8,
+                layer_types=text["layer_types"][:8])
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported
+    g = gemms(p)
+    assert g["gate_up_proj"] == (5120, 2048, 2, "column", False)  # layers 0 and 5 dense: 2*5120/2
+    assert g["router"][2] == 6 and p.moe[0].layers == 6
+
+
+def test_ernie_moe_statics_is_not_a_gemm_and_marks_routing_bias(tmp_path):
+    raw = {"model_type": "ernie4_5_moe", "architectures": ["Ernie4_5_MoeForCausalLM"], "hidden_size": 2560,
+           "num_attention_heads": 20, "num_key_value_heads": 4, "intermediate_size": 12288,
+           "moe_intermediate_size": 1536, "moe_num_experts": 64, "moe_k": 6, "moe_num_shared_experts": 2,
+           "moe_layer_start_index": 1, "moe_layer_interval": 1, "num_hidden_layers": 3, "vocab_size": 103424}
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported  # gate.moe_statics.e_score_correction_bias is routing state
+    (m,) = p.moe
+    assert m.routing.use_routing_bias and (m.intermediate, m.layers) == (768, 2)  # 1536/2; layers 1, 2
+    assert gemms(p)["shared_expert.gate_up_proj"] == (3072, 2560, 2, "column", False)  # 2*(1536*2)/2
+
+
+def test_wide_ep_remainder_on_first_ranks_and_ep_above_experts():
+    p = plan_of("deepseek-v3", 16, 96)
+    (m,) = p.moe
+    # 256 = 2*96 + 64: the first 64 ranks hold 3 experts, rank 0 among them; full I = 2048
+    assert (m.experts, m.global_experts, m.intermediate, m.top_k) == (3, 256, 2048, 8)
+    assert gemms(p)["shared_expert.gate_up_proj"] == (256, 7168, 58, "column", False)  # 2*2048/16
+    with pytest.raises(UsageError, match="routed experts=128"):
+        plan_of("gpt-oss-120b", 8, 256)

@@ -41,6 +41,14 @@ def _causal_mapping() -> dict[str, str]:
     return dict(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 
 
+def _image_text_mapping() -> dict[str, str]:
+    """model_type -> the image-text-to-text wrapper class (Qwen2-VL, Qwen2.5-VL, ...): the way to
+    build a VLM whose language model has no causal-LM class of its own."""
+    from transformers.models.auto import modeling_auto
+
+    return dict(getattr(modeling_auto, "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", {}))
+
+
 def make_config(raw: dict[str, Any], *, trust_remote_code: bool = False, location: str | None = None,
                 revision: str | None = None):
     """transformers config object for `raw`, plus notes. Native classes first; remote code only
@@ -88,18 +96,24 @@ def build_meta_model(raw: dict[str, Any], *, trust_remote_code: bool = False,
                      location: str | None = None, revision: str | None = None) -> MetaBuild:
     """Build the causal LM on `torch.device("meta")`; multimodal wrappers -> language model only."""
     import torch
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     cfg, notes = make_config(raw, trust_remote_code=trust_remote_code, location=location, revision=revision)
     mapping = _causal_mapping()
     text = _text_config(cfg)
     build_cfg = cfg
+    auto_class = "AutoModelForCausalLM"
     if text is not cfg:
         if text.model_type in mapping:
             build_cfg = text
             notes.append(f"multimodal config: language model only ({text.model_type}); vision/audio towers not built")
         else:
-            notes.append("multimodal wrapper built; only its language model is planned")
+            if cfg.model_type not in mapping and cfg.model_type in _image_text_mapping():
+                # e.g. Qwen2-VL / Qwen2.5-VL: the text model (qwen2_vl_text) has no causal-LM class;
+                # build the wrapper on meta and plan only its language model (towers are skipped).
+                auto_class = "AutoModelForImageTextToText"
+            notes.append("multimodal wrapper built on meta; only its language model is planned "
+                         "(vision/audio towers skipped)")
     elif cfg.model_type not in mapping and not (trust_remote_code and getattr(cfg, "auto_map", None)):
         raise UsageError("model_type", cfg.model_type,
                          "is not a causal LM in transformers (no AutoModelForCausalLM class); "
@@ -110,7 +124,7 @@ def build_meta_model(raw: dict[str, Any], *, trust_remote_code: bool = False,
     gc.disable()
     try:
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(build_cfg, trust_remote_code=trust_remote_code)
+            model = getattr(transformers, auto_class).from_config(build_cfg, trust_remote_code=trust_remote_code)
     except UsageError:
         raise
     except Exception as e:

@@ -68,7 +68,8 @@ class Routing:
     """How tokens are routed to experts; names follow FlashInfer's `--routing_method`."""
 
     method: str
-    """"deepseek_v3" (grouped, sigmoid + bias), "renormalize" (softmax top-k renorm),
+    """"deepseek_v3" (grouped, sigmoid + bias), "grouped_topk" (grouped top-k without a
+    correction bias, e.g. DeepSeek-V2's group_limited_greedy), "renormalize" (softmax top-k renorm),
     "renormalize_naive", "topk" (softmax top-k, no renorm), "llama4" (top-1 sigmoid, on input),
     or "sigmoid_renorm"/"minimax2"-style names where no FlashInfer name exists."""
     n_group: int | None = None

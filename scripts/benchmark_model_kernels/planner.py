@@ -26,6 +26,9 @@ ATTN_OUT = ("o_proj", "dense", "out_proj", "c_proj", "wo")
 FUSED_QKV = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "W_pack")
 #: (gate, up, down) leaf names of gated MLPs, and (up, down) of non-gated ones.
 GATED_MLP = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
+#: (fused gate|up, down) leaf names: Phi-3 gate_up_proj; GraniteMoe shared MLP input_linear (chunked
+#: into gate and up, vLLM MergedColumnParallelLinear [I, I]) + output_linear.
+FUSED_GATED_MLP = (("gate_up_proj", "down_proj"), ("input_linear", "output_linear"))
 NONGATED_MLP = (("up_proj", "down_proj"), ("c_fc", "c_proj"), ("fc1", "fc2"),
                 ("dense_h_to_4h", "dense_4h_to_h"), ("fc_in", "fc_out"))
 #: Names of shared-expert sub-modules beside routed experts.
@@ -153,7 +156,9 @@ class Planner:
                 continue  # depthwise convs of Mamba/GDN are not GEMMs (vllm_rules §7)
             if any(p.ndim == 3 for p in own.values()):
                 experts[rel] = mod
-            elif any(p.ndim == 2 for p in own.values()):
+            elif getattr(own.get("weight"), "ndim", 0) == 2:
+                # Only a 2-D `weight` is a GEMM operand. Other 2-D parameters are layer state that
+                # vLLM never multiplies as a GEMM: Mamba's A_log, Ernie's e_score_correction_bias.
                 others[rel] = mod
         consumed: set[str] = set()
         full = lambda rel: _star(f"{prefix}.{rel}")  # noqa: E731
@@ -174,8 +179,7 @@ class Planner:
             self._group(parent, pmod, leaves, out, full, prefix_name="")
         for rel in others:
             if rel not in consumed:
-                shapes = [tuple(p.shape) for p in others[rel].parameters(recurse=False) if p.ndim == 2]
-                n, k = shapes[0]
+                n, k = others[rel].weight.shape
                 out.unsupported.append(Unsupported(full(rel), int(n), int(k),
                                                    f"{type(others[rel]).__name__} with a 2-D weight has no known role"))
         return out
@@ -185,16 +189,28 @@ class Planner:
         left = dict(leaves)
         path = lambda leaf: full(f"{parent}.{leaf}" if parent else leaf)  # noqa: E731
         kind = type(pmod).__name__.lower()
+        if not prefix_name and parent.rsplit(".", 1)[-1] in SHARED_EXPERT:
+            prefix_name = "shared_expert."  # a shared MLP that sits beside the MoE block (GraniteMoeHybrid)
         if "kv_a_proj_with_mqa" in left:
             self._mla(pmod, left, out, path)
         elif parent.endswith("indexer") and "wq_b" in left:
             self._indexer(left, out, path)
         elif "in_proj_qkvz" in left or "in_proj_qkv" in left:
             self._gdn(pmod, left, out, path)
+        elif "x_proj" in left and "dt_proj" in left:
+            for leaf in [x for x in ("in_proj", "x_proj", "dt_proj", "out_proj") if x in left]:
+                n, k, _ = left.pop(leaf)
+                out.unsupported.append(Unsupported(path(leaf), n, k, (
+                    f"Mamba-1 mixer ({type(pmod).__name__}) projection: vllm_rules.md has no sharding rule "
+                    "for Mamba-1 (only Mamba2 and GatedDeltaNet)")))
         elif "in_proj" in left and "out_proj" in left and ("mamba" in kind or hasattr(pmod, "ssm_state_size")):
             self._mamba(pmod, left, out, path)
+        elif "q_proj" in left and "k_proj" in left and ("cross" in parent.rsplit(".", 1)[-1]
+                                                         or "crossattention" in kind):
+            self._cross_attention(pmod, left, out, path)
         elif ("q_proj" in left and "k_proj" in left) or any(f in left for f in FUSED_QKV):
             self._attention(pmod, left, out, path)
+
         if left:
             self._mlp(left, out, path, prefix_name)
         for leaf, (n, k, _) in left.items():
@@ -242,6 +258,34 @@ class Planner:
             n, k, bias = left.pop(oname)
             _, k_r = sharding.split("row", n, k, tp, "attention output projection")
             out.items.append(_Item("o_proj", [path(oname)], n, k_r, "row", bias))
+
+    def _cross_attention(self, pmod, left, out: _Layer, path) -> None:
+        """Cross-attention of an encoder-decoder / VLM text layer (Mllama): the query comes from the
+        text tokens, key and value from the encoder (vision) states, so they are separate GEMMs with
+        different M. Same head sharding as QKVParallelLinear: q column Hq/tp*d; k+v fused column
+        2*Hkv_r*d (KV replication rule of vllm_rules §2); o_proj row."""
+        tp, hq = self.tp, int(self.num_heads)
+        d = self._head_dim(pmod)
+        qn, qk, qb = left.pop("q_proj")
+        kn, kk, kb = left.pop("k_proj")
+        vn = left.pop("v_proj")[0] if "v_proj" in left else kn
+        if qn != hq * d or kn % d or kn != vn:
+            out.unsupported.append(Unsupported(path("q_proj"), qn, qk,
+                                               f"cross-attention widths q={qn}, k={kn}, v={vn} do not fit "
+                                               f"num_attention_heads*head_dim ({hq}*{d})"))
+            return
+        hq_r = sharding.require_divides(hq, tp, "num_attention_heads")
+        hkv_r = sharding.kv_heads_per_rank(kn // d, tp)
+        out.items.append(_Item("cross_attn.q_proj", [path("q_proj")], hq_r * d, qk, "column", qb))
+        out.items.append(_Item("cross_attn.kv_proj", [path("k_proj"), path("v_proj")], 2 * hkv_r * d, kk,
+                               "column", kb))
+        self._note("cross-attention layers: cross_attn.kv_proj runs on the encoder (vision) tokens, "
+                   "not on the text tokens of the step")
+        oname = next((o for o in ATTN_OUT if o in left), None)
+        if oname:
+            n, k, bias = left.pop(oname)
+            _, k_r = sharding.split("row", n, k, tp, "cross-attention output projection")
+            out.items.append(_Item("cross_attn.o_proj", [path(oname)], n, k_r, "row", bias))
 
     def _mla(self, pmod, left, out: _Layer, path) -> None:
         """DeepSeek MLA (vllm_rules §5)."""
@@ -320,12 +364,13 @@ class Planner:
         (models/llama.py: LlamaMLP; gpt2.py / falcon.py / starcoder2.py; vllm_rules §4)."""
         tp, p = self.tp, prefix_name
         what = "shared expert intermediate size" if p else "intermediate_size"
-        if "gate_up_proj" in left and "down_proj" in left:  # Phi-3: fused on disk, same per-rank shape
-            n, k, bias = left.pop("gate_up_proj")
-            sharding.require_divides(n // 2, tp, what)
-            out.items.append(_Item(p + "gate_up_proj", [path("gate_up_proj")], n // tp, k, "column", bias))
-            self._down(left.pop("down_proj"), "down_proj", out, path, p, what)
-            return
+        for gu, dn in FUSED_GATED_MLP:  # fused on disk, same per-rank shape as split gate + up
+            if gu in left and dn in left:
+                n, k, bias = left.pop(gu)
+                sharding.require_divides(n // 2, tp, what)
+                out.items.append(_Item(p + "gate_up_proj", [path(gu)], n // tp, k, "column", bias))
+                self._down(left.pop(dn), dn, out, path, p, what)
+                return
         for g, u, dn in GATED_MLP:
             if g in left and u in left and dn in left:
                 gn, k, gb = left.pop(g)
@@ -458,7 +503,11 @@ class Planner:
         mt = str(getattr(cfg, "model_type", ""))
         scale = _cfg(cfg, "routed_scaling_factor")
         scale = float(scale) if scale is not None else None
-        bias = any(hasattr(m, "e_score_correction_bias") for m in (router, moe_block) if m is not None) \
+        # The score-correction bias may sit on the router, the MoE block, or a child of either
+        # (Ernie 4.5 keeps it in `gate.moe_statics`).
+        bias = any(name.rsplit(".", 1)[-1] == "e_score_correction_bias"
+                   for m in (router, moe_block) if m is not None
+                   for name, _ in list(m.named_parameters()) + list(m.named_buffers())) \
             or bool(getattr(cfg, "use_routing_bias", False))
         renorm = getattr(cfg, "norm_topk_prob", None)
         renorm = True if renorm is None else bool(renorm)
@@ -470,6 +519,12 @@ class Planner:
             return Routing("deepseek_v3", n_group=int(n_group), topk_group=int(topk_group or n_group),
                            routed_scaling_factor=scale, use_routing_bias=True, scoring_func=scoring,
                            renormalize=renorm)
+        if n_group is not None and int(n_group) > 1:
+            # Grouped top-k without a score-correction bias (DeepSeek-V2 "group_limited_greedy"):
+            # vLLM still runs grouped_topk (deepseek_v2.py: use_grouped_topk=True), which no
+            # FlashInfer routing method implements; keep the group parameters in the plan.
+            return Routing("grouped_topk", n_group=int(n_group), topk_group=int(topk_group or n_group),
+                           routed_scaling_factor=scale, scoring_func=scoring, renormalize=renorm)
         if bias:
             return Routing("minimax2", routed_scaling_factor=scale, use_routing_bias=True, scoring_func=scoring,
                            renormalize=renorm)
@@ -485,6 +540,56 @@ class Planner:
         if text not in self.notes:
             self.notes.append(text)
 
+    # ------------------------------------------------------- MoE layer choice
+    def _apply_vllm_moe_layers(self, per_layer, prefix: str):
+        """Make the MoE-vs-dense choice of each layer vLLM's, where transformers differs: HF DeepSeek
+        ignores `moe_layer_freq`, HF Qwen3.5-MoE ignores `mlp_only_layers`/`decoder_sparse_step`.
+        A layer HF built as MoE that vLLM runs dense gets the dense MLP of `intermediate_size`
+        (DeepseekV2MLP / Qwen2MoeMLP: merged gate_up column + down row); a layer HF built dense that
+        vLLM runs as MoE gets the MoE part of an HF MoE layer."""
+        want = vllm_moe_layers(self.cfg, len(per_layer))
+        if want is None:
+            return per_layer
+        moe_part = next((self._moe_part(lay) for _, lay in per_layer if lay.moe), None)
+        fixed, to_dense, to_moe = [], [], []
+        for i, lay in per_layer:
+            has_moe = bool(lay.moe)
+            if has_moe and i not in want:
+                mlp_path = lay.moe[0].module.rpartition(".")[0]  # e.g. model.layers.*.mlp
+                keep = _Layer([it for it in lay.items if not _is_moe_part(it.name)], [],
+                              [u for u in lay.unsupported if not u.module.startswith(mlp_path + ".")])
+                self._dense_from_config(keep, mlp_path)
+                to_dense.append(i)
+                lay = keep
+            elif not has_moe and i in want and moe_part is not None:
+                items, moes = moe_part
+                lay = _Layer([it for it in lay.items if it.name not in ("gate_up_proj", "up_proj", "down_proj")]
+                             + items, moes, lay.unsupported)
+                to_moe.append(i)
+            fixed.append((i, lay))
+        if to_dense:
+            self._note(f"layers {_ranges(to_dense)} run a dense MLP in vLLM (moe_layer_freq / mlp_only_layers / "
+                       "decoder_sparse_step) although transformers builds them as MoE")
+        if to_moe:
+            self._note(f"layers {_ranges(to_moe)} run MoE in vLLM although transformers builds them dense")
+        return fixed
+
+    @staticmethod
+    def _moe_part(lay: _Layer):
+        return [it for it in lay.items if _is_moe_part(it.name)], list(lay.moe)
+
+    def _dense_from_config(self, out: _Layer, mlp_path: str) -> None:
+        inter = _cfg(self.cfg, "intermediate_size")
+        bias = bool(getattr(self.cfg, "mlp_bias", False))
+        if not inter:
+            out.unsupported.append(Unsupported(mlp_path, 0, self.hidden,
+                                               "vLLM runs a dense MLP here but the config has no intermediate_size"))
+            return
+        i_r = sharding.require_divides(int(inter), self.tp, "intermediate_size")
+        out.items.append(_Item("gate_up_proj", [f"{mlp_path}.gate_proj", f"{mlp_path}.up_proj"], 2 * i_r,
+                               self.hidden, "column", bias))
+        out.items.append(_Item("down_proj", [f"{mlp_path}.down_proj"], self.hidden, i_r, "row", bias))
+
     # ------------------------------------------------------------------ top
     def plan(self, info: ModelInfo) -> Plan:
         prefix, layers = find_decoder_layers(self.model, self.cfg)
@@ -492,6 +597,7 @@ class Planner:
         per_layer: list[tuple[int, _Layer]] = []
         for i, layer in enumerate(layers):
             per_layer.append((i, self.scan_layer(layer, f"{prefix}.{i}")))
+        per_layer = self._apply_vllm_moe_layers(per_layer, prefix)
         top = _Layer()
         head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
         for path, mod in self.model.named_modules():
@@ -513,6 +619,51 @@ class Planner:
                             "num_hidden_layers": len(layers), "hidden_size": self.hidden,
                             "vocab_size": int(_cfg(self.cfg, "vocab_size", default=0))})
         return Plan(model=info, tp=self.tp, ep=self.ep, gemms=gemms, moe=moes, unsupported=unsup)
+
+
+#: model_type -> vLLM's rule for which decoder layers are MoE (the rest run a dense MLP):
+#:   "first_k_freq": layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0
+#:                   (models/deepseek_v2.py: DeepseekV2DecoderLayer; GLM-5 DSA and Kimi-K2 reuse it)
+#:   "sparse_step":  layer_idx not in mlp_only_layers and (layer_idx + 1) % decoder_sparse_step == 0
+#:                   (models/qwen2_moe.py, qwen3_moe.py, qwen3_next.py and the Qwen3.5 / Qwen3-VL MoE
+#:                   text models built on them)
+VLLM_MOE_LAYER_RULE = {
+    "deepseek_v2": "first_k_freq", "deepseek_v3": "first_k_freq", "deepseek_v32": "first_k_freq",
+    "kimi_k2": "first_k_freq", "glm_moe_dsa": "first_k_freq",
+    "qwen2_moe": "sparse_step", "qwen3_moe": "sparse_step", "qwen3_next": "sparse_step",
+    "qwen3_5_moe": "sparse_step", "qwen3_5_moe_text": "sparse_step",
+    "qwen3_vl_moe": "sparse_step", "qwen3_vl_moe_text": "sparse_step",
+}
+
+
+def vllm_moe_layers(cfg, num_layers: int) -> set[int] | None:
+    """Indices of the layers vLLM runs as MoE, or None when no rule applies to this model type."""
+    rule = VLLM_MOE_LAYER_RULE.get(str(getattr(cfg, "model_type", "")))
+    if rule == "first_k_freq":
+        first = int(_cfg(cfg, "first_k_dense_replace", default=0))
+        freq = int(_cfg(cfg, "moe_layer_freq", default=1)) or 1
+        return {i for i in range(num_layers) if i >= first and i % freq == 0}
+    if rule == "sparse_step":
+        only = set(_cfg(cfg, "mlp_only_layers", default=[]) or [])
+        step = int(_cfg(cfg, "decoder_sparse_step", default=1)) or 1
+        return {i for i in range(num_layers) if i not in only and (i + 1) % step == 0}
+    return None
+
+
+def _ranges(idx: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7"."""
+    out, start = [], None
+    for j, i in enumerate(idx):
+        if start is None:
+            start = i
+        if j + 1 == len(idx) or idx[j + 1] != i + 1:
+            out.append(str(start) if start == i else f"{start}-{i}")
+            start = None
+    return ", ".join(out)
+
+
+def _is_moe_part(name: str) -> bool:
+    return name == "router" or name.startswith("shared_expert")
 
 
 #: Display order of GEMM roles (prefix match); unknown roles go last but before lm_head.
