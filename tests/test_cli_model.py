@@ -149,7 +149,7 @@ def test_sweep_runs_each_setting_into_its_own_workdir_and_writes_one_comparison_
     fixture = os.path.join(ROOT, "tests", "fixtures", "results", "llama8b_like_tp1.json")
     seen = []
 
-    def fake_run(args, plan):
+    def fake_run(args, plan, **kwargs):
         seen.append((plan.model.name, plan.tp, plan.ep, args.workdir))
         os.makedirs(args.workdir)
         with open(fixture) as f, open(os.path.join(args.workdir, "results.json"), "w") as g:
@@ -157,6 +157,7 @@ def test_sweep_runs_each_setting_into_its_own_workdir_and_writes_one_comparison_
         return 0
 
     monkeypatch.setattr(cli_model.runner, "run_from_args", fake_run)
+    monkeypatch.setattr(cli_model.runner, "validate_args", lambda *a, **k: None)  # no GPU here
     wd = tmp_path / "cmp"
     rc, out, err = run(["llama-3.1-8b", "qwen3-30b-a3b", "--tp", "1", "2", "--workdir", str(wd),
                         "--ms", "8"], capsys)
@@ -189,3 +190,151 @@ def test_dry_run_can_assume_a_target_gpu(tmp_path, capsys):
     rc, _, err = run(["llama-3.1-8b", "--ms", "8", "--dry_run", "--assume_cc", "nine",
                       "--workdir", str(tmp_path / "wd2")], capsys)
     assert rc == 2 and "--assume_cc" in err
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input across all four CLIs: exactly one `error: <field>=<value>: <fix>` line, exit 2, nothing
+# printed on stdout (run flags are checked before the planning and preview), nothing written.
+
+from benchmark_model_kernels import cli_builtin, doctor, report, runner  # noqa: E402
+
+CLIS = {"model": cli_model.main, "builtin": cli_builtin.main, "doctor": doctor.main, "report": report.main}
+M = ["llama-3.1-8b"]
+BAD_INPUT = [
+    ("model", M + ["--tp", "abc", "--print_only"], "--tp=abc: must be a whole number, e.g. --tp 8"),
+    ("model", M + ["--tp", "0", "--print_only"], "--tp=0:"),
+    ("model", M + ["--tp", "-2", "--print_only"], "--tp=-2:"),
+    ("model", M + ["--ep", "3", "--print_only"], "--ep=3:"),
+    ("model", M + ["--tp", "1", "2", "--ep", "1", "2", "4", "--print_only"], "--ep=1 2 4:"),
+    ("model", M + ["--bogus"], "--bogus=(given): unrecognized"),
+    ("model", M + ["--print"], "--print=(given): unrecognized: benchmark_model.py has no such flag or "
+     "argument; did you mean --print_only?"),
+    ("model", ["nosuchmodel", "--print_only"], "MODEL=nosuchmodel:"),
+    ("model", M + ["--plan_json", "{t}", "--print_only"], "--plan_json={t}: is a directory"),
+    ("model", M + ["--nks", "1,2,a", "--print_only"], "--nks=(given): GEMM/MoE shapes are derived"),
+    ("model", M + ["--dry_run"], "--workdir=None: is required"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--ms", "0"], "--ms=0:"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--ms", "-1"], "--ms=-1:"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--ms", "x"], "--ms=x: must be a whole number"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--ms"], "--ms=(missing): expected at least one"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--dtypes", "fp16"], "--dtypes=fp16: choose from bf16"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--backends", "foo"], "--backends=foo: choose from"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--num_iters", "0"], "--num_iters=0:"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--dry_run_iters", "-1"], "--dry_run_iters=-1:"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--case_timeout", "0"], "--case_timeout=0.0:"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--assume_cc", "nine"], "--assume_cc=nine:"),
+    ("model", M + ["--workdir", "{w}", "--assume_cc", "9.0", "--flashinfer_repo", "{repo}"],
+     "--assume_cc=9.0: only applies to --dry_run"),
+    ("model", M + ["--dry_run", "--workdir", "{file}"], "--workdir={file}: exists and is not a directory"),
+    ("model", M + ["--dry_run", "--workdir", "{file}/sub"], "--workdir={file}/sub: {file} is a file"),
+    ("model", M + ["--dry_run", "--workdir", "{done}"], "--workdir={done}: already holds results.json"),
+    ("model", M + ["--dry_run", "--workdir", "{empty}", "--resume"], "--resume={empty}: there is no results.json"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--resume"], "--resume={w}: there is no results.json"),
+    ("model", M + ["qwen3-8b", "--dry_run", "--workdir", "{w}", "--resume"], "--resume={w}/llama-3.1-8b_tp1_ep1:"),
+    ("model", M + ["--workdir", "{w}"], "--flashinfer_repo=None: is required"),
+    ("model", M + ["--workdir", "{w}", "--flashinfer_repo", "{t}"], "--flashinfer_repo={t}: has no benchmarks/"),
+    ("builtin", ["--nks", "6144x4096", "--workdir", "{w}", "--dry_run"], "--nks=6144x4096: must be N,K,name"),
+    ("builtin", ["--nks", "6144,4096", "--workdir", "{w}", "--dry_run"], "--nks=6144,4096: must be N,K,name"),
+    ("builtin", ["--nks", "6144,4096,", "--workdir", "{w}", "--dry_run"], "--nks=6144,4096,: the name must not"),
+    ("builtin", ["--nks", "1,2,a", "3,4,a", "--workdir", "{w}", "--dry_run"], "--nks=a: names must be unique"),
+    ("builtin", ["--nks", "0,4096,a", "--workdir", "{w}", "--dry_run"], "--nks=0,4096,a: N='0' must be"),
+    ("builtin", ["--nks", "64,64,a", "--ms", "1.5", "--workdir", "{w}", "--dry_run"], "--ms=1.5:"),
+    ("builtin", ["--plan", "{badjson}", "--workdir", "{w}", "--dry_run"], "--plan={badjson}: is not a plan JSON"),
+    ("builtin", ["--plan", "{t}", "--workdir", "{w}", "--dry_run"], "--plan={t}: cannot be read"),
+    ("builtin", ["--plan", "{t}/nope.json", "--workdir", "{w}", "--dry_run"], "--plan={t}/nope.json: cannot"),
+    ("builtin", ["--moe_hidden", "2048", "--workdir", "{w}", "--dry_run"], "--moe_intermediate=None: is required"),
+    ("builtin", ["--moe_hidden", "64", "--moe_intermediate", "64", "--moe_experts", "8", "--moe_top_k", "2",
+                 "--moe_routing", "deepseek_v3", "--workdir", "{w}", "--dry_run"], "--moe_routing=deepseek_v3:"),
+    ("builtin", ["--moe_activation", "foo"], "--moe_activation=foo: choose from Swiglu"),
+    ("builtin", ["--workdir", "{w}", "--dry_run"], "--nks=None: give shapes"),
+    ("builtin", ["stray"], "stray=(given): unrecognized"),
+    ("doctor", ["--gpu", "x"], "--gpu=x: must be a whole number, e.g. --gpu 1"),
+    ("doctor", ["--gpu", "-1"], "--gpu=-1:"),
+    ("doctor", ["--json=1"], "--json=(given):"),
+    ("report", [], "WORKDIR=(missing): is required"),
+    ("report", ["{t}/nope"], "WORKDIR={t}/nope:"),
+    ("report", ["{empty}"], "WORKDIR={empty}: has no results.json"),
+    ("report", ["{badresults}"], "WORKDIR={badresults}: results.json is not valid JSON"),
+    ("report", ["{done}", "--out", "{file}"], "--out={file}: is a file"),
+    ("report", ["{done}", "--out"], "--out=(missing): expected one argument, e.g. --out runs/compare"),
+]
+
+
+def _tree(root) -> dict[str, bytes]:
+    out = {}
+    for dirpath, dirnames, files in os.walk(root):
+        out[dirpath] = b"<dir>"
+        for f in files:
+            with open(os.path.join(dirpath, f), "rb") as fh:
+                out[os.path.join(dirpath, f)] = fh.read()
+    return out
+
+
+@pytest.fixture
+def bad_input_dirs(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "detect_gpu", lambda: None)  # the same on a GPU machine
+    t = tmp_path / "t"
+    t.mkdir()
+    (t / "afile").write_text("keep me")
+    (t / "empty").mkdir()
+    done = t / "done"
+    done.mkdir()
+    with open(os.path.join(ROOT, "tests", "fixtures", "results", "tiny_mixed.json")) as f:
+        (done / "results.json").write_text(f.read())
+    (t / "bad.json").write_text("{not json")
+    (t / "badres").mkdir()
+    (t / "badres" / "results.json").write_text("{not json")
+    repo = t / "repo" / "benchmarks"
+    repo.mkdir(parents=True)
+    (repo / "flashinfer_benchmark.py").write_text("")
+    return {"{t}": str(t), "{w}": str(t / "new"), "{file}": str(t / "afile"), "{empty}": str(t / "empty"),
+            "{done}": str(done), "{badjson}": str(t / "bad.json"), "{badresults}": str(t / "badres"),
+            "{repo}": str(t / "repo")}
+
+
+def _fill(text: str, dirs: dict[str, str]) -> str:
+    for key in sorted(dirs, key=len, reverse=True):
+        text = text.replace(key, dirs[key])
+    return text
+
+
+@pytest.mark.parametrize("cli,argv,expected", BAD_INPUT, ids=[f"{c}:{' '.join(a)}" for c, a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_nothing_printed_or_written(cli, argv, expected, bad_input_dirs, capsys):
+    before = _tree(bad_input_dirs["{t}"])
+    rc = CLIS[cli]([_fill(a, bad_input_dirs) for a in argv])
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert err.startswith("error: " + _fill(expected, bad_input_dirs)), err
+    assert err.count("\n") == 1 and err.endswith("\n")
+    assert out == ""  # rejected before any planning or preview
+    assert _tree(bad_input_dirs["{t}"]) == before  # nothing created, nothing overwritten
+
+
+@pytest.mark.parametrize("script,args,expected", [
+    ("benchmark_model.py", ["llama-3.1-8b", "--tp", "x"], "error: --tp=x: must be a whole number"),
+    ("benchmark_via_builtin.py", ["--nks", "6144x4096", "--dry_run", "--workdir", "w"], "error: --nks=6144x4096:"),
+    ("check_env.py", ["--gpu", "x"], "error: --gpu=x:"),
+    ("report.py", [], "error: WORKDIR=(missing):"),
+])
+def test_scripts_print_one_error_line_and_no_usage_block(script, args, expected, tmp_path):
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith(expected) and r.stderr.count("\n") == 1, r.stderr
+    assert "usage:" not in r.stderr and r.stdout == "" and os.listdir(tmp_path) == []
+
+
+def test_resuming_a_sweep_needs_results_in_only_one_of_its_runs(tmp_path, capsys, monkeypatch):
+    # A sweep interrupted during its first run has no sub-workdir for the later runs yet: --resume
+    # continues the first and starts the others fresh.
+    monkeypatch.setattr(runner, "detect_gpu", lambda: None)
+    wd = tmp_path / "sweep"
+    first = wd / "llama-3.1-8b_tp1_ep1"
+    first.mkdir(parents=True)
+    with open(os.path.join(ROOT, "tests", "fixtures", "results", "tiny_mixed.json")) as f:
+        (first / "results.json").write_text(f.read())
+    seen = []
+    monkeypatch.setattr(runner, "dry_run", lambda cases, settings, workdir, **k: seen.append(workdir) or 0)
+    rc, _, err = run(["llama-3.1-8b", "--tp", "1", "2", "--ms", "8", "--dry_run", "--resume",
+                      "--workdir", str(wd)], capsys)
+    assert rc == 0, err
+    assert [os.path.basename(w) for w in seen] == ["llama-3.1-8b_tp1_ep1", "llama-3.1-8b_tp2_ep1"]

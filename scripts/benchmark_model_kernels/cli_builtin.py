@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
 from .plan import MoeEntry, Plan, Routing
 from .runner import add_run_arguments, run_from_args
 
@@ -136,7 +136,7 @@ def plan_from_args(a: argparse.Namespace) -> Plan:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="benchmark_via_builtin.py",
         description=__doc__.split("\n\n")[0] + " Writes testlist.txt, driver.log, results.json "
         "and combined_results.csv into --workdir; exit 0 when no row failed, 1 otherwise, 2 on "
@@ -174,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         plan = plan_from_args(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

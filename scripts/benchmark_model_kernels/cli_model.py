@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
 
 try:  # the runner half is optional: without it only --print_only works
     from . import runner
@@ -35,7 +35,7 @@ exit codes: 0 plan complete (and run ok); 2 bad input, or some module could not 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="benchmark_model.py", allow_abbrev=False, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Derive every per-rank GEMM and fused-MoE shape vLLM runs for MODEL at the given TP/EP "
@@ -167,12 +167,17 @@ def _main(argv: list[str]) -> int:
     if not args.print_only and (runner is None or not hasattr(runner, "run_from_args")):
         raise UsageError("--print_only", "(not given)",
                          "the runner is not available in this checkout; add --print_only to preview the plan")
+    if not args.print_only and len(runs) > 1 and not getattr(args, "workdir", None):
+        raise UsageError("--workdir", None, "a sweep of several runs needs --workdir: each run writes "
+                         "<workdir>/<model>_tp<T>_ep<E>/ and the comparison report goes to <workdir>/")
+    if not args.print_only:
+        # Bad run flags fail now, in a second, not after the planning and preview of every run.
+        subs = ([args.workdir] if len(runs) == 1
+                else [os.path.join(args.workdir, run_label(*r)) for r in runs])
+        runner.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1)
     if len(runs) == 1:
         model, tp, ep = runs[0]
         return _plan_and_run(args, model, tp, ep, getattr(args, "workdir", None))
-    if not args.print_only and not getattr(args, "workdir", None):
-        raise UsageError("--workdir", None, "a sweep of several runs needs --workdir: each run writes "
-                         "<workdir>/<model>_tp<T>_ep<E>/ and the comparison report goes to <workdir>/")
     rc, done = 0, []
     for i, (model, tp, ep) in enumerate(runs, 1):
         label = run_label(model, tp, ep)
@@ -220,7 +225,7 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
         return incomplete
     run_args = argparse.Namespace(**vars(args))
     run_args.model, run_args.tp, run_args.ep, run_args.workdir = model, tp, ep, workdir
-    return runner.run_from_args(run_args, plan) or incomplete
+    return runner.run_from_args(run_args, plan, resume_may_start_fresh=workdir != args.workdir) or incomplete
 
 
 __all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_label",

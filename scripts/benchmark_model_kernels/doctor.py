@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from . import environment as envmod
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
 
 EXIT_READY = 0
 EXIT_NOT_READY = 1
@@ -355,7 +355,7 @@ def to_json(checks: list[Check], probes: dict[str, Any], gpu_index: int) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="check_env.py",
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -380,8 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         if args.gpu < 0:
             raise UsageError("--gpu", args.gpu, "must be a CUDA device index >= 0, e.g. --gpu 0")
     except UsageError as e:

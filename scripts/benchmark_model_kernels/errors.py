@@ -5,6 +5,9 @@ CLIs catch `UsageError`, print `error: <message>` to stderr and exit with code 2
 
 from __future__ import annotations
 
+import argparse
+import re
+
 EXIT_USAGE = 2
 
 
@@ -18,3 +21,56 @@ class UsageError(Exception):
     def __init__(self, field: str, value: object, fix: str):
         self.field, self.value, self.fix = field, value, fix
         super().__init__(f"{field}={value}: {fix}")
+
+
+def _example_for(parser: argparse.ArgumentParser, flag: str) -> str:
+    """The first "e.g. ..." of FLAG's help text, so a parse error shows a value that works."""
+    for action in parser._actions:  # noqa: SLF001  (argparse has no public lookup)
+        if flag in action.option_strings or flag == action.metavar or flag == action.dest:
+            found = re.search(r"e\.g\. ([^;:,()]+)", action.help or "")
+            return f", e.g. {found.group(1).strip()}" if found else ""
+    return ""
+
+
+def usage_error_from_argparse(parser: argparse.ArgumentParser, message: str) -> UsageError:
+    """argparse's own messages ("argument --tp: invalid int value: 'x'") as a UsageError that names
+    the field, the value and the fix, so every CLI reports bad input the same one-line way."""
+    prog = parser.prog
+    see = f"see {prog} --help"
+    m = re.match(r"argument (\S+?)(?:/\S+)?: invalid (\w+) value: '(.*)'$", message)
+    if m:
+        flag, kind, value = m.groups()
+        want = {"int": "a whole number", "float": "a number"}.get(kind, f"a valid {kind}")
+        return UsageError(flag, value, f"must be {want}{_example_for(parser, flag)}; {see}")
+    m = re.match(r"argument (\S+?)(?:/\S+)?: invalid choice: '(.*)' \(choose from (.*)\)$", message)
+    if m:
+        flag, value, choices = m.groups()
+        return UsageError(flag, value, f"choose from {choices.replace(chr(39), '')}")
+    m = re.match(r"unrecognized arguments: (\S+)", message)
+    if m:
+        arg = m.group(1)
+        flag, _, value = arg.partition("=")
+        longer = [o for a in parser._actions for o in a.option_strings  # noqa: SLF001
+                  if flag.startswith("--") and o.startswith(flag)]
+        hint = f"did you mean {' or '.join(longer)}? (flags are never abbreviated); " if longer else ""
+        return UsageError(flag, value or "(given)",
+                          f"unrecognized: {prog} has no such flag or argument; {hint}{see}")
+    m = re.match(r"the following arguments are required: (.*)$", message)
+    if m:
+        return UsageError(m.group(1).split(",")[0].strip(), "(missing)", f"is required; {see}")
+    m = re.match(r"argument (\S+?)(?:/\S+)?: (expected .*)$", message)
+    if m:
+        flag = m.group(1)
+        return UsageError(flag, "(missing)", f"{m.group(2)}{_example_for(parser, flag)}")
+    m = re.match(r"argument (\S+?)(?:/\S+)?: (.*)$", message)
+    if m:
+        return UsageError(m.group(1), "(given)", f"{m.group(2)}; {see}")
+    return UsageError("arguments", "(given)", f"{message}; {see}")
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose parse errors raise UsageError (one `error:` line, exit 2, printed by
+    the CLI's main) instead of printing the usage block; --help is unchanged."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise usage_error_from_argparse(self, message)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .cases import KEPT_IN_BF16, kept_in_bf16
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
 from .results import RESULTS_JSON, RESULTS_SCHEMA_VERSION, Row, load_results, rows_of
 
 REPORT_MD = "report.md"
@@ -125,6 +125,8 @@ class Cell:
 
 
 NOT_MEASURED = Cell(None, "not measured")
+#: Table text of a module vLLM keeps in BF16 under a quantized recipe (cases.KEPT_IN_BF16).
+KEPT_TEXT = "BF16 (kept by vLLM)"
 
 
 def backend_label(row: Row) -> str:
@@ -364,6 +366,10 @@ class Analysis:
     def has_number(self, dtype: str) -> bool:
         """Whether any row of this recipe has a time."""
         return any(r.dtype == dtype and _has_time(r) for r in self.rows)
+
+    def has_rows(self, entry: Entry, dtype: str) -> bool:
+        """Whether any M of this module has a row of this recipe."""
+        return any(self.rows_for(entry, m, dtype) for m in self.ms)
 
     def has_quant_rows(self, dtype: str) -> bool:
         return any(r.with_quant and r.dtype == dtype for r in self.rows)
@@ -678,6 +684,9 @@ def _module_tables(a: Analysis) -> list[str]:
                       "baseline is named when torch has no number).", ""]
             body = []
             for e in a.entries:
+                if kept_in_bf16(e.name) and not a.has_rows(e, d):
+                    body.append([_module_cell(e), *[KEPT_TEXT] * len(a.ms)])
+                    continue
                 body.append([_module_cell(e), *[_quant_cell_text(a.cell(e, m, d, basis), a.baseline(e, m))
                                                 for m in a.ms]])
             lines += _table(header, body) + [""]
@@ -693,7 +702,9 @@ def _crossover_lines(a: Analysis) -> list[str]:
         label = RECIPE_LABELS.get(d, d)
         how = "+quant" if basis == QUANT and a.has_quant_rows(d) else "kernel"
         header.append(f"{label} {how} beats BF16 from")
-    body = [[f"{e.name} ({e.shape})", *[a.crossover(e, d, b).text() for d, b in cols]] for e in a.entries]
+    body = [[f"{e.name} ({e.shape})",
+             *[KEPT_TEXT if kept_in_bf16(e.name) and not a.has_rows(e, d) else a.crossover(e, d, b).text()
+               for d, b in cols]] for e in a.entries]
     return [
         f"Smallest M in the sweep at which the recipe's best time beats the BF16 baseline "
         f"({BASELINE_BACKEND} where it ran, else the best BF16 backend).",
@@ -724,10 +735,125 @@ def _missing_cells_lines(a: Analysis) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------------------------
+# Summary: the answer first (per-step totals per recipe and the fastest recipe per M)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The fastest recipe at one M, by per-step roll-up total (results.json only)."""
+
+    m: int
+    totals: tuple[tuple[str, float | None], ...]
+    """(roll-up title, total us) per candidate in table order; None when the total is incomplete."""
+    fastest: str
+    """Title of the fastest complete total ("" when no total is complete)."""
+    speedup: float | None
+    """BF16 baseline total / fastest total (> 1: faster than the baseline)."""
+    not_ranked: tuple[str, ...]
+    """Candidates left out of the ranking because their total is incomplete."""
+
+
+def summary_candidates(a: Analysis) -> list[tuple[str, str, str]]:
+    """(recipe, basis, title) the summary ranks: the BF16 baseline, the best BF16, and every
+    quantized recipe with a number on the basis vLLM pays (+quant when the run timed it)."""
+    out = []
+    for recipe, basis, title in _rollup_variants(a):
+        if recipe not in ("bf16_baseline", "bf16") and basis == KERNEL and a.has_quant_rows(recipe):
+            continue  # kernel-only is an ideal case: vLLM quantizes activations on every call
+        out.append((recipe, basis, title))
+    return out
+
+
+def summary_verdicts(a: Analysis) -> list[Verdict]:
+    out = []
+    for m in a.ms:
+        base = a.rollup("bf16_baseline", m)
+        totals, ranked, not_ranked = [], [], []
+        for i, (recipe, basis, title) in enumerate(summary_candidates(a)):
+            r = a.rollup(recipe, m, basis)
+            total = r.total_us if r.complete and r.total_us > 0 else None
+            totals.append((title, total))
+            # On a tie the earlier candidate wins: the baseline, then BF16, then quantized recipes.
+            (ranked if total is not None else not_ranked).append((total, i, title))
+        best = min(ranked) if ranked else None
+        sp = base.total_us / best[0] if best and base.complete and best[0] else None
+        out.append(Verdict(m, tuple(totals), best[2] if best else "", sp,
+                           tuple(t for *_, t in not_ranked)))
+    return out
+
+
+def _verdict_text(v: Verdict) -> str:
+    if not v.fastest:
+        return "no complete total"
+    if v.fastest.startswith("BF16 baseline"):
+        return "BF16 baseline"
+    return f"**{v.fastest}** ({fmt_x(v.speedup)} vs baseline)" if v.speedup else f"**{v.fastest}**"
+
+
+def _common_reason(a: Analysis, dtype: str) -> str:
+    reasons: dict[str, int] = {}
+    for r in a.rows:
+        if r.dtype == dtype and not _has_time(r) and r.reason:
+            reasons[r.reason] = reasons.get(r.reason, 0) + 1
+    return max(reasons, key=reasons.get) if reasons else ""
+
+
+def summary_lines(a: Analysis) -> list[str]:
+    verdicts = summary_verdicts(a)
+    if not verdicts:
+        return ["No row has an M: nothing to summarize."]
+    titles = [t for t, _ in verdicts[0].totals]
+    body = []
+    for v in verdicts:
+        base = dict(v.totals).get(titles[0])
+        cells = []
+        for title, total in v.totals:
+            if total is None:
+                cells.append("incomplete")
+            elif title == titles[0] or not base:
+                cells.append(fmt_us(total))
+            else:
+                cells.append(f"{fmt_us(total)} ({fmt_x(base / total)})")
+        body.append([str(v.m), *cells, _verdict_text(v)])
+    gpu = a.gpu if a.gpu != "unknown" else "an unknown GPU"
+    lines = [
+        f"GEMM + fused-MoE kernel time of one forward step on one rank of {gpu}, in us (lower is "
+        "better), and in parentheses the speed-up over the BF16 baseline. Kernel time only: no "
+        "attention, communication or launch gaps, so not a serving latency.",
+        "",
+        *_table(["M (tokens per rank)", *titles, "fastest"], body),
+        "",
+        f"- **BF16 baseline** = the `{BASELINE_BACKEND}` backend (PyTorch: `F.linear` on cuBLAS for "
+        "GEMMs, grouped GEMMs for MoE), i.e. vLLM's unquantized path; where it has no number, the best "
+        "BF16 backend. **best** = the fastest measured backend per module and M. **+quant** adds the "
+        "measured activation quantization, which vLLM runs on every call.",
+    ]
+    if any(kept_in_bf16(e.name) for e in a.entries) and a.quantized:
+        kept = ", ".join(e.name for e in a.entries if kept_in_bf16(e.name))
+        lines.append(f"- Quantized totals count {kept} at the BF16 baseline time: vLLM keeps them "
+                     "unquantized.")
+    for d in a.quantized:
+        if not a.has_number(d):
+            why = _common_reason(a, d)
+            lines.append(f"- {RECIPE_LABELS.get(d, d)}: no number on this GPU"
+                         + (f" (e.g. {why})" if why else "") + ".")
+    unranked = sorted({t for v in verdicts for t in v.not_ranked})
+    if unranked:
+        lines.append(f"- Not ranked where incomplete (a module has no number): {', '.join(unranked)}; "
+                     "see the per-step roll-up below.")
+    failed = sum(r.status == "failed" for r in a.rows)
+    if failed:
+        lines.append(f"- **{failed} rows failed**: see 'Cells without a number'.")
+    return lines
+
+
 def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int = 1) -> list[str]:
     """The Markdown of one workdir; `figures` are (title, file name relative to report.md)."""
     h = "#" * level
     lines = [f"{h} Kernel benchmark: {a.label}", ""]
+    if a.rows:
+        lines += [f"{h}# Summary", ""] + summary_lines(a) + [""]
     lines += _header_lines(a) + [""]
     warns = a.warnings()
     lines += [f"{h}# Warnings", ""] + ([f"- {w}" for w in warns] if warns else ["None."]) + [""]
@@ -951,7 +1077,7 @@ def write_report(workdirs: Sequence[str], out_dir: str | None = None) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="report.py",
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -974,8 +1100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         path = write_report(args.workdirs, args.out)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -987,6 +1113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = [
     "REPORT_MD", "MODULE_KIND_TABLE", "MODULE_KINDS", "QUANT", "KERNEL", "Cell", "Entry", "Rollup",
     "Crossover", "Analysis", "module_kind", "best_cell", "honest_rows", "recipe_cell", "baseline_cell",
-    "speedup", "crossover", "roofline_peaks", "default_out_dir", "module_kind_table_markdown",
+    "speedup", "crossover", "roofline_peaks", "Verdict", "summary_candidates", "summary_verdicts",
+    "summary_lines", "KEPT_TEXT", "default_out_dir", "module_kind_table_markdown",
     "write_report", "main",
 ]

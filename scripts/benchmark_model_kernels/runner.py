@@ -27,6 +27,7 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from typing import Any, Callable, Iterable, TextIO
@@ -142,13 +143,22 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "(otherwise those rows are failed).")
 
 
-def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
+def check_settings(args: argparse.Namespace) -> None:
+    """The numeric run flags (iterations, timeout, Ms); raises UsageError."""
     if args.num_iters < 1:
         raise UsageError("--num_iters", args.num_iters, "must be at least 1, e.g. --num_iters 30")
     if args.dry_run_iters < 0:
         raise UsageError("--dry_run_iters", args.dry_run_iters, "must be 0 or more, e.g. --dry_run_iters 5")
-    if not args.case_timeout > 0:
-        raise UsageError("--case_timeout", args.case_timeout, "must be a positive number of seconds")
+    if not args.case_timeout > 0 or math.isinf(args.case_timeout):
+        raise UsageError("--case_timeout", args.case_timeout,
+                         "must be a positive, finite number of seconds, e.g. --case_timeout 300")
+    for m in getattr(args, "ms", None) or DEFAULT_MS:
+        if m < 1:
+            raise UsageError("--ms", m, "every M must be a positive number of tokens, e.g. --ms 1 8 64")
+
+
+def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
+    check_settings(args)
     cache = args.autotune_cache or os.path.join(workdir, DEFAULT_AUTOTUNE_CACHE)
     return RunSettings(
         dry_run_iters=args.dry_run_iters,
@@ -161,6 +171,15 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
     )
 
 
+def _existing_ancestor(path: str) -> str:
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
 def check_workdir(workdir: str | None, resume: bool) -> str:
     """The absolute workdir; refuses to overwrite results (raises UsageError)."""
     if not workdir:
@@ -168,11 +187,77 @@ def check_workdir(workdir: str | None, resume: bool) -> str:
     path = os.path.abspath(workdir)
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError("--workdir", workdir, "exists and is not a directory; choose a new --workdir")
+    base = _existing_ancestor(path)
+    if not os.path.isdir(base):
+        raise UsageError("--workdir", workdir, f"{base} is a file, so the folder cannot be created "
+                         "there; choose another --workdir")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError("--workdir", workdir, f"{base} is not writable; choose a writable --workdir")
     if os.path.isfile(os.path.join(path, RESULTS_JSON)) and not resume:
         raise UsageError(
             "--workdir", workdir,
             "already holds results.json; pass --resume to continue it or choose a new --workdir")
     return path
+
+
+def make_workdir(path: str) -> None:
+    """Create the workdir (and prove it writable) before anything is written into it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise UsageError("--workdir", path, f"cannot be created or written ({e.strerror}); choose a "
+                         "writable --workdir") from None
+
+
+def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *,
+                  resume_may_start_fresh: bool = False) -> tuple[str, tuple[int, int]] | None:
+    """Every check of the run flags that needs no plan, so that a bad flag fails at once, before
+    the (slow) planning and preview. `workdirs`: the run folders (a sweep's sub-workdirs; default
+    [args.workdir]). --resume needs a results.json in every one of them, or, with
+    `resume_may_start_fresh` (a sweep, where later runs may not have started), in at least one.
+    Returns the GPU the cases are planned for: the visible one, the --assume_cc stand-in for
+    --dry_run, or None (--dry_run without a GPU). Raises UsageError."""
+    check_workdir(args.workdir, args.resume)
+    workdirs = workdirs or [args.workdir]
+    for w in workdirs:
+        check_workdir(w, args.resume)
+    if args.resume:
+        have = [w for w in workdirs if os.path.isfile(os.path.join(w, RESULTS_JSON))]
+        if (not have) if resume_may_start_fresh else len(have) < len(workdirs):
+            missing = next(w for w in workdirs if w not in have)
+            raise UsageError("--resume", missing, "there is no results.json to resume there; drop "
+                             "--resume to start a new run, or give the workdir of the interrupted run")
+    check_settings(args)
+    backends = args.backends or None
+    if backends:
+        from .backends import BACKEND_NAMES
+
+        for b in backends:
+            if b not in BACKEND_NAMES:
+                raise UsageError("--backends", b, f"choose from {' '.join(BACKEND_NAMES)}")
+    torch_only = bool(backends) and all(b == "torch" for b in backends)
+    if not args.dry_run and not torch_only:
+        if not args.flashinfer_repo:
+            raise UsageError("--flashinfer_repo", None, "is required to run driver cases; pass a "
+                             "FlashInfer checkout, or --backends torch, or --dry_run")
+        if not has_driver(args.flashinfer_repo):
+            raise UsageError("--flashinfer_repo", args.flashinfer_repo,
+                             "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
+                             "FlashInfer source checkout whose tag matches the installed wheel")
+    assume = getattr(args, "assume_cc", None)
+    if assume:
+        cc = parse_cc(assume)
+        if not args.dry_run:
+            raise UsageError("--assume_cc", assume, "only applies to --dry_run; a real run uses "
+                             "the compute capability of the GPU it runs on")
+        return (f"assumed sm_{cc[0]}{cc[1]}", cc)
+    gpu = detect_gpu()  # also for --dry_run when a GPU is there: skip reasons for it
+    if gpu is None and not args.dry_run:
+        raise UsageError("--dry_run", "(not given)", "no CUDA GPU is visible to torch; run on a GPU "
+                         "machine, or add --dry_run to only plan the cases")
+    return gpu
 
 
 def detect_gpu() -> tuple[str, tuple[int, int]] | None:
@@ -304,8 +389,42 @@ def progress_line(i: int, total: int, case: Case, row: Row, elapsed: float, eta:
         result = f"ok {row.median_us:.1f} us"
     else:
         result = f"{row.status}: {row.reason[:100]}"
-    eta_s = _clock(eta) if eta is not None else "?"
+    eta_s = f"~{_clock(eta)}" if eta is not None else "after warm-up"
     return f"{what} ... {result}  (elapsed {_clock(elapsed)}, ETA {eta_s})"
+
+
+class EtaEstimator:
+    """Time left for the cases still to run, from the wall time of the ones run so far.
+
+    Why not elapsed / done * left: the first case of each job kind pays the worker start-up, the
+    torch/FlashInfer imports and JIT builds (6 s for a 10 us GEMM on the H200), cases skipped as
+    unsupported take no time, and a quant-timing case costs far less than a driver case. So: one
+    average per job kind ("driver", "torch", "quant"; see `job_of`) that leaves out the first case
+    of that kind, skipped cases count zero, and no estimate before MIN_TIMED cases have run. On the
+    H200 logs in references/examples/h200 (qwen3-30b-a3b_tp1.txt) this cuts the over-estimate
+    after the third case from about 3x to about 1.6x; it stays an estimate (later JIT builds and
+    autotuning are not foreseeable), hence "ETA ~"."""
+
+    MIN_TIMED = 3
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+
+    def record(self, case: Case, seconds: float) -> None:
+        if not case.skip_reason:
+            self.seconds.setdefault(job_of(case), []).append(seconds)
+
+    def _average(self, values: list[float]) -> float:
+        steady = values[1:] or values  # the first of a kind carries start-up and JIT
+        return sum(steady) / len(steady)
+
+    def eta(self, left: Iterable[Case]) -> float | None:
+        if sum(len(v) for v in self.seconds.values()) < self.MIN_TIMED:
+            return None
+        per_job = {job: self._average(v) for job, v in self.seconds.items()}
+        everything = self._average([s for v in self.seconds.values() for s in v[1:]]
+                                   or [s for v in self.seconds.values() for s in v])
+        return sum(per_job.get(job_of(c), everything) for c in left if not c.skip_reason)
 
 
 class Runner:
@@ -432,20 +551,18 @@ class Runner:
         todo = [c for c in self.cases if c.case_id not in self.rows]
         # Kernel-only cases first: a with_quant row adds its quant time to its base row's time.
         todo.sort(key=lambda c: c.with_quant)
-        timed = [c for c in todo if not c.skip_reason]
+        estimator = EtaEstimator()
         t0 = time.monotonic()
-        done_timed = 0
         try:
             for i, case in enumerate(todo, 1):
+                started = time.monotonic()
                 row = annotate(self.run_one(case), self.gpu)
                 self.rows[case.case_id] = row
                 self.save()
-                if not case.skip_reason:
-                    done_timed += 1
-                elapsed = time.monotonic() - t0
-                left = len(timed) - done_timed
-                eta = elapsed / done_timed * left if done_timed else None
-                print(progress_line(i, len(todo), case, row, elapsed, eta), file=self.progress, flush=True)
+                estimator.record(case, time.monotonic() - started)
+                eta = estimator.eta(todo[i:])
+                print(progress_line(i, len(todo), case, row, time.monotonic() - t0, eta),
+                      file=self.progress, flush=True)
         finally:
             if self.pool is not None:
                 self.pool.stop(kill=True)
@@ -623,40 +740,24 @@ def parse_cc(text: str) -> tuple[int, int]:
     return major, minor
 
 
-def run_from_args(args: argparse.Namespace, plan: Plan) -> int:
+def run_from_args(args: argparse.Namespace, plan: Plan, *, resume_may_start_fresh: bool = False) -> int:
     """Run (or dry-run) `plan` as the parsed flags say; returns the exit code (prints usage errors
-    as one `error:` line and returns 2 itself, so callers need no try/except)."""
+    as one `error:` line and returns 2 itself, so callers need no try/except).
+    `resume_may_start_fresh`: this is one run of a sweep resumed with --resume; without a
+    results.json it starts fresh instead of being refused."""
     try:
-        workdir = check_workdir(args.workdir, args.resume)
+        if (resume_may_start_fresh and args.resume and args.workdir
+                and not os.path.isfile(os.path.join(args.workdir, RESULTS_JSON))):
+            args = argparse.Namespace(**{**vars(args), "resume": False})  # not started yet: fresh
+        gpu = validate_args(args)
+        workdir = os.path.abspath(args.workdir)
         settings = settings_from_args(args, workdir)
         ms = list(getattr(args, "ms", None) or DEFAULT_MS)
-        for m in ms:
-            if m < 1:
-                raise UsageError("--ms", m, "every M must be a positive number of tokens, e.g. --ms 1 8 64")
-        backends = args.backends or None
-        torch_only = bool(backends) and all(b == "torch" for b in backends)
-        if not args.dry_run and not torch_only:
-            if not args.flashinfer_repo:
-                raise UsageError("--flashinfer_repo", None, "is required to run driver cases; pass a "
-                                 "FlashInfer checkout, or --backends torch, or --dry_run")
-            if not has_driver(args.flashinfer_repo):
-                raise UsageError("--flashinfer_repo", args.flashinfer_repo,
-                                 "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
-                                 "FlashInfer source checkout whose tag matches the installed wheel")
-        gpu = detect_gpu()  # also for --dry_run when a GPU is there: skip reasons for it
-        assume = getattr(args, "assume_cc", None)
-        if assume:
-            if not args.dry_run:
-                raise UsageError("--assume_cc", assume, "only applies to --dry_run; a real run uses "
-                                 "the compute capability of the GPU it runs on")
-            gpu = (f"assumed sm_{assume.replace('.', '')}", parse_cc(assume))
-        if gpu is None and not args.dry_run:
-            raise UsageError("--workdir", args.workdir, "no CUDA GPU is visible to torch; run on a "
-                             "GPU machine, or pass --dry_run to only plan the cases")
-        cases = plan_cases(plan, ms, args.dtypes, backends, gpu[1] if gpu else None)
+        cases = plan_cases(plan, ms, args.dtypes, args.backends or None, gpu[1] if gpu else None)
         if not cases:
             raise UsageError("--dtypes", " ".join(args.dtypes), "no cases to run for this plan; "
                              "widen --dtypes/--backends")
+        make_workdir(workdir)
         if args.dry_run:
             return dry_run(cases, settings, workdir, gpu=gpu)
         return run_plan(plan, cases, settings, workdir, args.flashinfer_repo, gpu, resume=args.resume)
@@ -667,9 +768,12 @@ def run_from_args(args: argparse.Namespace, plan: Plan) -> int:
 
 __all__ = [
     "DEFAULT_MS",
+    "EtaEstimator",
     "Runner",
     "add_run_arguments",
+    "check_settings",
     "check_workdir",
+    "make_workdir",
     "detect_gpu",
     "dry_run",
     "exit_code",
@@ -682,4 +786,5 @@ __all__ = [
     "settings_from_args",
     "summary_table",
     "testlist_text",
+    "validate_args",
 ]
