@@ -78,8 +78,11 @@ def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]
         return []
     keys = sorted({_series_key(r) for r in a.rows if _has_time(r)},
                   key=lambda k: (list(RECIPE_STYLE).index(k[0]) if k[0] in RECIPE_STYLE else 9, k[1], k[2]))
-    cmap = plt.get_cmap("tab20" if len(keys) > 10 else "tab10")
-    colors = {k: cmap(i % cmap.N) for i, k in enumerate(keys)}
+    # One hue per backend (the same in every recipe, which the line style tells apart); the +quant
+    # twin takes the light shade of its backend's hue (tab20 pairs dark/light).
+    cmap = plt.get_cmap("tab20")
+    backends = sorted({k[1] for k in keys})
+    colors = {k: cmap((2 * backends.index(k[1]) + (1 if k[2] else 0)) % cmap.N) for k in keys}
     figs = []
     chunks = [entries[i:i + PANELS_PER_FIGURE] for i in range(0, len(entries), PANELS_PER_FIGURE)]
     for part, chunk in enumerate(chunks, 1):
