@@ -116,15 +116,24 @@ def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]
         ordered = [k for k in keys if k in handles]
         fig.legend([handles[k] for k in ordered], [_series_label(k) for k in ordered], loc="outside lower center",
                    ncol=min(6, len(ordered)), fontsize=8, frameon=False)
-        suffix = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
-        title = f"Kernel time vs M per module, {a.label}{suffix}"
-        fig.suptitle(title + "\n(log-log; solid BF16, dashed FP8, dotted NVFP4; "
-                     "x markers: kernel + activation quant)", fontsize=10)
-        fname = f"{prefix}time_vs_m{'_' + str(part) if len(chunks) > 1 else ''}.png"
-        fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
-        plt.close(fig)
-        figs.append((title, fname))
+        figs.append(_save_part(fig, out_dir, f"{prefix}time_vs_m", part, len(chunks),
+                               f"Kernel time vs M per module, {a.label}",
+                               "log-log; solid BF16, dashed FP8, dotted NVFP4; "
+                               "x markers: kernel + activation quant"))
     return figs
+
+
+def _save_part(fig, out_dir: str, stem: str, part: int, parts: int, title: str,
+               subtitle: str) -> tuple[str, str]:
+    """Title, save and close one (part of a) multi-panel figure; returns (title, file name)."""
+    plt = _plt()
+    if parts > 1:
+        title, stem = f"{title} ({part}/{parts})", f"{stem}_{part}"
+    fig.suptitle(f"{title}\n({subtitle})", fontsize=10)
+    fname = f"{stem}.png"
+    fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+    plt.close(fig)
+    return title, fname
 
 
 def roofline(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
@@ -242,14 +251,10 @@ def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str
             names.append("incomplete total (modules missing)")
         fig.legend(handles, names, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8,
                    frameon=False)
-        suffix = f" ({part}/{len(chunks)})" if len(chunks) > 1 else ""
-        title = f"Per-step GEMM + MoE kernel time by module kind, {a.label}{suffix}"
-        fig.suptitle(title + "\n(best backend per module x per-step count; excludes attention kernels, norms, "
-                     "communication)", fontsize=10)
-        fname = f"{prefix}rollup{'_' + str(part) if len(chunks) > 1 else ''}.png"
-        fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
-        plt.close(fig)
-        figs.append((title, fname))
+        figs.append(_save_part(fig, out_dir, f"{prefix}rollup", part, len(chunks),
+                               f"Per-step GEMM + MoE kernel time by module kind, {a.label}",
+                               "best backend per module x per-step count; excludes attention "
+                               "kernels, norms, communication"))
     return figs
 
 
