@@ -619,7 +619,7 @@ def _rollup_lines(a: Analysis) -> list[str]:
         "time, because vLLM keeps them unquantized.",
         "",
     ]
-    variants = [v for v in _rollup_variants(a) if v[0] == "bf16_baseline" or a.has_number(v[0])]
+    variants = _rollup_variants(a)
     dropped = [RECIPE_LABELS.get(d, d) for d in a.recipes if not a.has_number(d)]
     body, missing_notes = [], []
     for recipe, basis, title in variants:

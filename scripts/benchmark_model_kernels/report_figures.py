@@ -111,8 +111,7 @@ def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]
             ax.set_ylabel("median time (us)", fontsize=8)
             ax.tick_params(axis="y", labelsize=8)
             ax.grid(True, which="both", alpha=0.3)
-        for ax in list(axes.flat)[len(chunk):]:
-            ax.set_visible(False)
+        _hide_unused(axes, len(chunk))
         ordered = [k for k in keys if k in handles]
         fig.legend([handles[k] for k in ordered], [_series_label(k) for k in ordered], loc="outside lower center",
                    ncol=min(6, len(ordered)), fontsize=8, frameon=False)
@@ -121,6 +120,20 @@ def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]
                                "log-log; solid BF16, dashed FP8, dotted NVFP4; "
                                "x markers: kernel + activation quant"))
     return figs
+
+
+def _style_step_panel(ax, m: int) -> None:
+    """Title and axes of one per-step roll-up panel (one M)."""
+    ax.set_title(f"M = {m}", fontsize=10)
+    ax.set_ylabel("us per step (one rank)", fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def _hide_unused(axes, used: int) -> None:
+    """Hide the grid cells past the first `used` panels."""
+    for ax in list(axes.flat)[used:]:
+        ax.set_visible(False)
 
 
 def _save_part(fig, out_dir: str, stem: str, part: int, parts: int, title: str,
@@ -189,12 +202,20 @@ def roofline(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
 
 
 def _rollup_variants(a: "Analysis") -> list[tuple[str, str]]:
-    from .report import BASELINE_BACKEND, RECIPE_LABELS
+    """(recipe, bar label): report._rollup_variants on the +quant basis, with short labels."""
+    from .report import BASELINE_BACKEND, QUANT, RECIPE_LABELS
+    from .report import _rollup_variants as report_variants
 
-    out = [("bf16_baseline", f"BF16\n{BASELINE_BACKEND}")]
-    for d in [d for d in a.recipes if a.has_number(d)]:  # as report._rollup_variants
-        quant = "\n+quant" if d != "bf16" and a.has_quant_rows(d) else ("\nbest" if d == "bf16" else "\nkernel")
-        out.append((d, RECIPE_LABELS.get(d, d) + quant))
+    out = []
+    for d, basis, _ in report_variants(a):
+        if basis != QUANT:
+            continue
+        if d == "bf16_baseline":
+            label = f"BF16\n{BASELINE_BACKEND}"
+        else:
+            kind = "best" if d == "bf16" else ("+quant" if a.has_quant_rows(d) else "kernel")
+            label = f"{RECIPE_LABELS.get(d, d)}\n{kind}"
+        out.append((d, label))
     return out
 
 
@@ -237,12 +258,8 @@ def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str
             ax.set_ylim(0, ymax * 1.35)
             ax.set_xticks(range(len(variants)))
             ax.set_xticklabels([v[1] for v in variants], fontsize=8)
-            ax.set_title(f"M = {m}", fontsize=10)
-            ax.set_ylabel("us per step (one rank)", fontsize=8)
-            ax.tick_params(axis="y", labelsize=8)
-            ax.grid(True, axis="y", alpha=0.3)
-        for ax in list(axes.flat)[len(ms):]:
-            ax.set_visible(False)
+            _style_step_panel(ax, m)
+        _hide_unused(axes, len(ms))
         handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLORS.get(k, "#777777")) for k in kinds]
         names = list(kinds)
         if any(0 < len(a.rollup(d, m).missing) < len(a.entries) for d, _ in variants for m in ms
@@ -293,12 +310,8 @@ def comparison_figures(analyses: Sequence["Analysis"], labels: Sequence[str], ou
         ax.set_xlim(-0.6, len(analyses) - 0.4)
         ax.set_xticks(range(len(analyses)))
         ax.set_xticklabels([textwrap.fill(f"#{i + 1} {lab}", 18) for i, lab in enumerate(labels)], fontsize=7)
-        ax.set_title(f"M = {m}", fontsize=10)
-        ax.set_ylabel("us per step (one rank)", fontsize=8)
-        ax.tick_params(axis="y", labelsize=8)
-        ax.grid(True, axis="y", alpha=0.3)
-    for ax in list(axes.flat)[len(ms):]:
-        ax.set_visible(False)
+        _style_step_panel(ax, m)
+    _hide_unused(axes, len(ms))
     handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
     handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
     names = [RECIPE_LABELS.get(d, d) + (" best" if d == "bf16" else " best (+quant where measured)")
