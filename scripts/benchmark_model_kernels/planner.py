@@ -253,11 +253,15 @@ class Planner:
             if not has_v:
                 self._note("K=V attention layers (no v_proj): fused QKV holds only q and k")
             out.items.append(_Item("qkv_proj", mods, n_r, k, "column", bias))
+        self._out_proj(left, out, path, "o_proj", "attention output projection")
+
+    def _out_proj(self, left, out: _Layer, path, name: str, what: str) -> None:
+        """The attention output projection, if the layer has one: RowParallel (K split by TP)."""
         oname = next((o for o in ATTN_OUT if o in left), None)
         if oname:
             n, k, bias = left.pop(oname)
-            _, k_r = sharding.split("row", n, k, tp, "attention output projection")
-            out.items.append(_Item("o_proj", [path(oname)], n, k_r, "row", bias))
+            _, k_r = sharding.split("row", n, k, self.tp, what)
+            out.items.append(_Item(name, [path(oname)], n, k_r, "row", bias))
 
     def _cross_attention(self, pmod, left, out: _Layer, path) -> None:
         """Cross-attention of an encoder-decoder / VLM text layer (Mllama): the query comes from the
@@ -281,11 +285,7 @@ class Planner:
                                "column", kb))
         self._note("cross-attention layers: cross_attn.kv_proj runs on the encoder (vision) tokens, "
                    "not on the text tokens of the step")
-        oname = next((o for o in ATTN_OUT if o in left), None)
-        if oname:
-            n, k, bias = left.pop(oname)
-            _, k_r = sharding.split("row", n, k, tp, "cross-attention output projection")
-            out.items.append(_Item("cross_attn.o_proj", [path(oname)], n, k_r, "row", bias))
+        self._out_proj(left, out, path, "cross_attn.o_proj", "cross-attention output projection")
 
     def _mla(self, pmod, left, out: _Layer, path) -> None:
         """DeepSeek MLA (vllm_rules §5)."""
