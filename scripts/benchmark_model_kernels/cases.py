@@ -221,8 +221,9 @@ def _canonical_activation(name: str) -> str:
     return lower.get(name.lower(), "")
 
 
-def _check_filters(ms: Sequence[int], dtypes: Sequence[str],
-                   backends: Sequence[str] | None) -> None:
+def check_filters(ms: Sequence[int], dtypes: Sequence[str],
+                  backends: Sequence[str] | None) -> None:
+    """The --ms, --dtypes and --backends values; raises UsageError naming the first bad one."""
     from .backends import BACKEND_NAMES
 
     for m in ms:
@@ -261,7 +262,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
     from . import backends as bk
     from .padding import physical_gemm, physical_moe
 
-    _check_filters(ms, dtypes, backends)
+    check_filters(ms, dtypes, backends)
     wanted = set(backends) if backends else None
     cc = tuple(compute_capability) if compute_capability is not None else None
     cases: list[Case] = []

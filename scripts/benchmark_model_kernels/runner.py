@@ -144,7 +144,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
 
 
 def check_settings(args: argparse.Namespace) -> None:
-    """The numeric run flags (iterations, timeout, Ms); raises UsageError."""
+    """The numeric run flags (iterations, timeout); raises UsageError. (--ms, --dtypes and
+    --backends are checked by cases.check_filters, the rule build_cases applies.)"""
     if args.num_iters < 1:
         raise UsageError("--num_iters", args.num_iters, "must be at least 1, e.g. --num_iters 30")
     if args.dry_run_iters < 0:
@@ -152,9 +153,6 @@ def check_settings(args: argparse.Namespace) -> None:
     if not args.case_timeout > 0 or math.isinf(args.case_timeout):
         raise UsageError("--case_timeout", args.case_timeout,
                          "must be a positive, finite number of seconds, e.g. --case_timeout 300")
-    for m in getattr(args, "ms", None) or DEFAULT_MS:
-        if m < 1:
-            raise UsageError("--ms", m, "every M must be a positive number of tokens, e.g. --ms 1 8 64")
 
 
 def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
@@ -219,9 +217,8 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     `resume_may_start_fresh` (a sweep, where later runs may not have started), in at least one.
     Returns the GPU the cases are planned for: the visible one, the --assume_cc stand-in for
     --dry_run, or None (--dry_run without a GPU). Raises UsageError."""
-    check_workdir(args.workdir, args.resume)
     workdirs = workdirs or [args.workdir]
-    for w in workdirs:
+    for w in dict.fromkeys([args.workdir, *workdirs]):  # a sweep's parent, then its runs
         check_workdir(w, args.resume)
     if args.resume:
         have = [w for w in workdirs if os.path.isfile(os.path.join(w, RESULTS_JSON))]
@@ -231,12 +228,9 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
                              "--resume to start a new run, or give the workdir of the interrupted run")
     check_settings(args)
     backends = args.backends or None
-    if backends:
-        from .backends import BACKEND_NAMES
+    from .cases import check_filters
 
-        for b in backends:
-            if b not in BACKEND_NAMES:
-                raise UsageError("--backends", b, f"choose from {' '.join(BACKEND_NAMES)}")
+    check_filters(getattr(args, "ms", None) or DEFAULT_MS, args.dtypes, backends)
     torch_only = bool(backends) and all(b == "torch" for b in backends)
     if not args.dry_run and not torch_only:
         if not args.flashinfer_repo:
