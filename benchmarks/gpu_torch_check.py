@@ -27,10 +27,12 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from benchmark_model_kernels import quant_timing, roofline, torch_backend  # noqa: E402
-from benchmark_model_kernels.cases import Case, GemmShape, MoeShape  # noqa: E402
-from benchmark_model_kernels.results import Row, RunSettings  # noqa: E402
-from benchmark_model_kernels.timing import UnsupportedCase  # noqa: E402
+from benchmark_model_kernels.run import quant_timing  # noqa: E402
+from benchmark_model_kernels.run import roofline
+from benchmark_model_kernels.run import torch_backend
+from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape  # noqa: E402
+from benchmark_model_kernels.run.results import Row, RunSettings  # noqa: E402
+from benchmark_model_kernels.run.timing import UnsupportedCase  # noqa: E402
 
 #: (label, N, K): Llama-3.1-8B qkv_proj at TP=1: (32 + 2*8) heads * 128 = 6144 x 4096.
 GEMMS = (("llama-3.1-8b.qkv_proj.tp1", 6144, 4096),)

@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from benchmark_model_kernels.report import main  # noqa: E402
+from benchmark_model_kernels.report.report import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,5 @@
-"""Test set-up: import the package from scripts/ (no install needed) and locate ../shared/configs."""
+"""Test set-up: import the package from scripts/ (no install needed), locate the fixtures and
+../shared/configs. The test folders mirror the package's stage folders."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+#: Hand-made and captured inputs shared by the test folders.
+FIXTURES = os.path.join(TESTS, "fixtures")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, TESTS)  # shared helpers (helpers_runner) for the tests in every folder
 
 #: Real published config.json files, beside the checkout (never copied into it).
 SHARED_CONFIGS = os.path.join(os.path.dirname(ROOT), "shared", "configs")

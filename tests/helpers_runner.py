@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from benchmark_model_kernels.cases import Case, GemmShape, MoeShape
-from benchmark_model_kernels.plan import Routing
+from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.plan.schema import Routing
 
 #: Stand-in FlashInfer checkout: benchmarks/flashinfer_benchmark.py misbehaves on magic N values
 #: (see its docstring). Its numbers are synthetic; tests only check plumbing with them.

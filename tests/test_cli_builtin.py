@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from benchmark_model_kernels import cli_builtin, runner
-from benchmark_model_kernels.cases import plan_from_shapes
+from benchmark_model_kernels import cli_builtin
+from benchmark_model_kernels.run import runner
+from benchmark_model_kernels.cases.build import plan_from_shapes
 from benchmark_model_kernels.errors import UsageError
 
 from helpers_runner import FAKE_REPO, VALUE_ERROR
@@ -133,7 +134,7 @@ def test_dry_run_from_nks_and_from_plan_json(tmp_path, capsys):
 
 def test_full_run_guard_and_resume_through_the_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runner, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
-    monkeypatch.setattr(runner, "_environment", lambda repo: {"fake": True})
+    monkeypatch.setattr(cli_builtin.environment, "collect", lambda repo: {"fake": True})
     w = str(tmp_path / "run")
     argv = ["--nks", f"4096,64,good {VALUE_ERROR},64,bad", "--ms", "8", "--dtypes", "bf16",
             "--backends", "cudnn", "cutlass", "--flashinfer_repo", FAKE_REPO, "--workdir", w,

@@ -10,8 +10,9 @@ import sys
 import pytest
 from conftest import ROOT, shared_config_dir
 
-from benchmark_model_kernels import cli_model, planner
-from benchmark_model_kernels.plan import ModelInfo, Plan, Unsupported
+from benchmark_model_kernels import cli_model
+from benchmark_model_kernels.plan import planner
+from benchmark_model_kernels.plan.schema import ModelInfo, Plan, Unsupported
 
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
         "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -108,11 +109,6 @@ def test_tp_not_dividing_real_heads(capsys):
     assert "num_attention_heads=28" in err
 
 
-def test_no_runner_requires_print_only(monkeypatch, capsys):
-    monkeypatch.setattr(cli_model, "runner", None)
-    assert "--print_only" in _err(["llama-3.1-8b"], capsys)
-
-
 def test_script_runs_as_subprocess_no_traceback(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     ok = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), "qwen3-30b-a3b",
@@ -196,7 +192,10 @@ def test_dry_run_can_assume_a_target_gpu(tmp_path, capsys):
 # Bad input across all four CLIs: exactly one `error: <field>=<value>: <fix>` line, exit 2, nothing
 # printed on stdout (run flags are checked before the planning and preview), nothing written.
 
-from benchmark_model_kernels import cli_builtin, doctor, report, runner  # noqa: E402
+from benchmark_model_kernels import cli_builtin  # noqa: E402
+from benchmark_model_kernels.env import doctor
+from benchmark_model_kernels.report import report
+from benchmark_model_kernels.run import runner
 
 CLIS = {"model": cli_model.main, "builtin": cli_builtin.main, "doctor": doctor.main, "report": report.main}
 M = ["llama-3.1-8b"]

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 
-from benchmark_model_kernels.results import CSV_COLUMNS
+from benchmark_model_kernels.run.results import CSV_COLUMNS
 
 
 def read(rel: str) -> str:

@@ -14,9 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .cases.build import plan_from_shapes
+from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
-from .plan import MoeEntry, Plan, Routing
-from .runner import add_run_arguments, run_from_args
+from .plan.schema import MoeEntry, Plan, Routing
+from .report import report
+from .run.roofline import NON_GATED_ACTIVATIONS
+from .run.runner import add_run_arguments, run_from_args
 
 #: FlashInfer ActivationType names accepted by --moe_activation (flashinfer/tllm_enums.py:66-78).
 ACTIVATIONS = ("Swiglu", "Geglu", "SwigluBias", "Relu2", "Gelu", "Relu", "Silu", "SwigluStep",
@@ -53,8 +57,6 @@ def parse_nks(values: list[str]) -> list[tuple[int, int, str]]:
 
 
 def _gated(activation: str) -> bool:
-    from .roofline import NON_GATED_ACTIVATIONS  # the one table of non-gated activations
-
     return activation not in NON_GATED_ACTIVATIONS
 
 
@@ -130,8 +132,6 @@ def plan_from_args(a: argparse.Namespace) -> Plan:
     nks = parse_nks(a.nks or [])
     if not nks and moe is None:
         raise UsageError("--nks", None, "give shapes: --nks N,K,name ..., --moe_hidden ... or --plan PATH")
-    from .cases import plan_from_shapes  # written by the cases helper
-
     return plan_from_shapes(nks, moe)
 
 
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    return run_from_args(args, plan)
+    return run_from_args(args, plan, environment=environment.collect, report=report.write_report)
 
 
 if __name__ == "__main__":

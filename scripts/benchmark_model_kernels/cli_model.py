@@ -1,5 +1,6 @@
 """`benchmark_model.py`: plan a model's per-rank GEMM / fused-MoE shapes, preview them, and (with the
-runner) time them. This module owns the planning half; `runner.py` adds and handles the run flags."""
+runner) time them. This module owns the planning half; `run/runner.py` adds and handles the run
+flags."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ import os
 import sys
 import tempfile
 
+from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
-
-try:  # the runner half is optional: without it only --print_only works
-    from . import runner
-except ImportError:
-    runner = None
+from .report import report
+from .run import runner
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
 DERIVED_FLAGS = ("--nks", "--moe_")
@@ -61,8 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan_json", default=None, metavar="PATH",
                    help="also write the plan as JSON to PATH (the runner's input), e.g. --plan_json plan.json")
     p.add_argument("--list_models", action="store_true", help="list the bundled model names and exit")
-    if runner is not None and hasattr(runner, "add_run_arguments"):
-        runner.add_run_arguments(p)
+    runner.add_run_arguments(p)
     return p
 
 
@@ -146,7 +144,7 @@ def _main(argv: list[str]) -> int:
     reject_derived_flags(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from . import config_source
+    from .plan import config_source
 
     if args.list_models:
         for name in config_source.list_bundled():
@@ -154,7 +152,7 @@ def _main(argv: list[str]) -> int:
         return 0
     if not args.model:
         raise UsageError("MODEL", "(missing)", "give a bundled name (--list_models), a config path or a Hub ID")
-    from . import planner
+    from .plan import planner
 
     runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
     for _, tp, ep in runs:  # every setting is validated before any work starts
@@ -164,9 +162,6 @@ def _main(argv: list[str]) -> int:
             raise UsageError("--plan_json", args.plan_json, "writes one plan; give one MODEL and one "
                              "--tp/--ep setting, or leave it out of a sweep")
         check_plan_json_path(args.plan_json)
-    if not args.print_only and (runner is None or not hasattr(runner, "run_from_args")):
-        raise UsageError("--print_only", "(not given)",
-                         "the runner is not available in this checkout; add --print_only to preview the plan")
     if not args.print_only and len(runs) > 1 and not getattr(args, "workdir", None):
         raise UsageError("--workdir", None, "a sweep of several runs needs --workdir: each run writes "
                          "<workdir>/<model>_tp<T>_ep<E>/ and the comparison report goes to <workdir>/")
@@ -195,8 +190,6 @@ def _main(argv: list[str]) -> int:
         if sub and os.path.isfile(os.path.join(sub, "results.json")):
             done.append(sub)
     if len(done) > 1 and not getattr(args, "dry_run", False):
-        from . import report
-
         try:
             print(f"comparison report: {report.write_report(done, args.workdir)}")
         except Exception as e:  # the report is derived; the results are already written
@@ -205,7 +198,8 @@ def _main(argv: list[str]) -> int:
 
 
 def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
-    from . import planner, preview
+    from .plan import planner
+    from .plan import preview
 
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
@@ -225,7 +219,9 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
         return incomplete
     run_args = argparse.Namespace(**vars(args))
     run_args.model, run_args.tp, run_args.ep, run_args.workdir = model, tp, ep, workdir
-    return runner.run_from_args(run_args, plan, resume_may_start_fresh=workdir != args.workdir) or incomplete
+    return runner.run_from_args(run_args, plan, environment=environment.collect,
+                                report=report.write_report,
+                                resume_may_start_fresh=workdir != args.workdir) or incomplete
 
 
 __all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_label",

@@ -16,8 +16,8 @@ import re
 import sys
 from typing import Callable
 
-from . import backends as bk
-from . import padding as pd
+from .cases import backends as bk
+from .vllm_rules import padding as pd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REFERENCES = os.path.join(ROOT, "references")

@@ -1,0 +1,258 @@
+"""Plan -> cases: every measurement to make for a plan, with vLLM's physical padding per backend.
+
+`build_cases` turns a Plan into Cases (`cases/schema.py`), applying vLLM's padding per backend
+(`vllm_rules/padding.py`) and deciding `skip_reason` up front for what the GPU or a known shape
+limit rules out (`cases/backends.py`), so no GPU time is spent on a cell whose answer is known.
+"""
+
+from __future__ import annotations
+
+import re as _re
+from dataclasses import replace as _replace
+from typing import Sequence
+
+from ..errors import UsageError
+from ..plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+from ..vllm_rules.layers import kept_in_bf16
+from ..vllm_rules.padding import physical_gemm, physical_moe
+from . import backends as bk
+from .backends import BACKEND_NAMES, DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
+from .schema import DTYPES, Case, GemmShape, MoeShape
+
+#: FlashInfer `ActivationType` names at v0.6.17 (flashinfer/tllm_enums.py), InvalidType excluded.
+FLASHINFER_ACTIVATIONS = ("Gelu", "Relu", "Silu", "Swiglu", "Geglu", "SwigluBias", "Relu2",
+                          "SwigluStep", "GegluTanh", "Identity", "Situ")
+
+#: `--cutlass_variant` of cutlass_fused_moe per recipe (driver moe.py:286-292).
+_CUTLASS_VARIANT = {"bf16": "base", "fp8": "fp8", "nvfp4": "nvfp4"}
+
+
+def _id_part(text: str) -> str:
+    """Case ids keep only [A-Za-z0-9._-] (they are file names and the driver's --case_tag)."""
+    return _re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
+
+
+def _case_id(kind: str, name: str, m: int, dtype: str, backend: str, variant: str) -> str:
+    parts = [kind, _id_part(name), f"m{m}", dtype, _id_part(backend)]
+    if variant:
+        parts.append(_id_part(variant))
+    return ".".join(parts)
+
+
+def _gemm_driver_args(case_id: str, routine: str, backend: str, m: int, shape: GemmShape
+                      ) -> tuple[str, ...]:
+    args = ["--routine", routine, "--m", str(m), "--n", str(shape.n), "--k", str(shape.k)]
+    if routine == "bmm_fp8":
+        args += ["--batch_size", "1", "--input_dtype", "fp8_e4m3", "--mat2_dtype", "fp8_e4m3"]
+    elif routine == "mm_fp8":
+        args += ["--input_dtype", "fp8_e4m3", "--mat2_dtype", "fp8_e4m3"]
+    elif routine == "mm_fp4":
+        args.append("--use_nvfp4")
+        # Only trtllm takes the 8x4 activation-scale layout, and vLLM uses it for small M only.
+        if not (backend == "trtllm" and m <= TRTLLM_FP4_8X4_MAX_M):
+            args.append("--use_128x4_sf_layout")
+    args += ["--out_dtype", "bfloat16", "--backends", backend, "--case_tag", case_id]
+    return tuple(args)
+
+
+def _routing_args(routing: Routing) -> list[str]:
+    """`--routing_method` (always explicit: the driver defaults to deepseek_v3) and its parameters.
+    Methods the driver has no name for are passed as renormalize: only routines that ignore the
+    flag (cutlass, cute-dsl) are ever launched with them (backends.shape_limit skips the rest)."""
+    method = routing.method if routing.method in DRIVER_ROUTING_METHODS else "renormalize"
+    scale = routing.routed_scaling_factor if routing.routed_scaling_factor is not None else 1.0
+    args = ["--routing_method", method, "--routed_scaling_factor", repr(float(scale))]
+    if method == "deepseek_v3":
+        # Groups only with deepseek_v3: the kernel rejects n_group/topk_group otherwise.
+        args += ["--n_group", str(routing.n_group or 1), "--topk_group", str(routing.topk_group or 1)]
+        if routing.use_routing_bias:
+            args.append("--use_routing_bias")
+    if method == "llama4" and routing.apply_router_weight_on_input:
+        args.append("--use_routing_scales_on_input")
+    return args
+
+
+def _ep_layout(entry: MoeEntry, plan_ep: int) -> tuple[int, int, int]:
+    """(ep_size, ep_rank, local_expert_offset) of the planned rank under vLLM's linear placement
+    (vllm_rules.md §6.1: rank r starts at r*(E//ep) + min(r, E%ep))."""
+    e, local = entry.global_experts, entry.experts
+    ep = plan_ep if plan_ep > 1 else max(1, e // max(local, 1))
+    rank = entry.ep_rank if entry.ep_rank < ep else 0
+    offset = rank * (e // ep) + min(rank, e % ep)
+    if offset + local > e:
+        offset = 0
+    return ep, rank, offset
+
+
+def _cutlass_ep(entry: MoeEntry, plan_ep: int) -> tuple[int, int] | None:
+    """(ep_size, ep_rank) for cutlass_fused_moe's EP emulation, which slices num_experts // ep_size
+    experts per rank (driver moe.py:939-943); None when no ep_size gives the planned count."""
+    e, local = entry.global_experts, entry.experts
+    candidates = [plan_ep] if plan_ep > 1 else []
+    candidates += list(range(1, e + 1))
+    for size in candidates:
+        if size >= 1 and e // size == local:
+            rank = entry.ep_rank if entry.ep_rank < size else 0
+            return size, rank
+    return None
+
+
+def _moe_driver_args(case_id: str, spec, entry: MoeEntry, m: int, shape: MoeShape,
+                     activation: str, plan_ep: int) -> tuple[tuple[str, ...], str]:
+    """(argv, reason): reason is non-empty when EP cannot be expressed for this routine."""
+    args = ["--routine", spec.routine, "--num_tokens", str(m), "--hidden_size", str(shape.hidden),
+            "--intermediate_size", str(shape.intermediate), "--num_experts",
+            str(entry.global_experts), "--top_k", str(entry.top_k)]
+    args += _routing_args(entry.routing)
+    args += ["--activation-type", activation]
+    reason = ""
+    if spec.routine == "cutlass_fused_moe":
+        args += ["--cutlass_variant", _CUTLASS_VARIANT[spec.dtype]]
+        if spec.variant == "quantized_input":
+            args.append("--quantized_input")
+        if entry.experts < entry.global_experts:
+            ep = _cutlass_ep(entry, plan_ep)
+            if ep is None:
+                reason = (f"cutlass_fused_moe EP emulation holds num_experts // ep_size experts "
+                          f"per rank; no ep_size gives {entry.experts} of {entry.global_experts}")
+            else:
+                args += ["--ep_size", str(ep[0]), "--ep_rank", str(ep[1])]
+    else:
+        if spec.routine == "trtllm_fp4_block_scale_moe":
+            args += ["--fp4_mode", "nvfp4"]
+        if entry.experts < entry.global_experts:
+            _, _, offset = _ep_layout(entry, plan_ep)
+            args += ["--local_num_experts", str(entry.experts),
+                     "--local_expert_offset", str(offset)]
+    args += ["--case_tag", case_id]
+    return tuple(args), reason
+
+
+def _canonical_activation(name: str) -> str:
+    lower = {a.lower(): a for a in FLASHINFER_ACTIVATIONS}
+    return lower.get(name.lower(), "")
+
+
+def check_filters(ms: Sequence[int], dtypes: Sequence[str],
+                  backends: Sequence[str] | None) -> None:
+    """The --ms, --dtypes and --backends values; raises UsageError naming the first bad one."""
+    for m in ms:
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise UsageError("--ms", m, "every M must be a positive number of tokens, e.g. --ms 1 8 64")
+    for d in dtypes:
+        if d not in DTYPES:
+            raise UsageError("--dtypes", d, f"choose from {', '.join(DTYPES)}")
+    for b in backends or ():
+        if b not in BACKEND_NAMES:
+            raise UsageError("--backends", b, f"choose from {', '.join(BACKEND_NAMES)}")
+
+
+def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
+                backends: Sequence[str] | None = None,
+                compute_capability: tuple[int, int] | None = None) -> list[Case]:
+    """Every measurement to make for `plan` at token counts `ms`.
+
+    One Case per (entry, M, dtype, backend[, variant][, with_quant]), ordered by plan order (GEMMs,
+    then MoE), then M, dtype, backend (backends.BACKENDS order); a with_quant twin follows its
+    kernel-only case. `backends=None` means all; `compute_capability=None` (no GPU, dry run) skips
+    nothing for capability, but vLLM and shape limits still set `skip_reason`.
+    """
+    check_filters(ms, dtypes, backends)
+    wanted = set(backends) if backends else None
+    cc = tuple(compute_capability) if compute_capability is not None else None
+    cases: list[Case] = []
+
+    def add(case: Case, spec: bk.BackendSpec, pre_reason: str) -> None:
+        reason = bk.capability_reason(spec, cc) or pre_reason or bk.shape_limit(case)
+        case = _replace(case, skip_reason=reason)
+        cases.append(case)
+        if spec.quant:
+            cases.append(_replace(case, case_id=case.case_id + ".q", with_quant=True))
+
+    for entry in plan.gemms:
+        for m in ms:
+            for dtype in dtypes:
+                if dtype != "bf16" and kept_in_bf16(entry.name):
+                    continue
+                for spec in bk.specs_for("gemm", dtype):
+                    if wanted is not None and spec.backend not in wanted:
+                        continue
+                    case_id = _case_id("gemm", entry.name, m, dtype, spec.backend, spec.variant)
+                    logical = GemmShape(m, entry.n, entry.k)
+                    physical, vllm_reason = physical_gemm(logical, spec.routine, spec.backend,
+                                                          dtype)
+                    argv = (_gemm_driver_args(case_id, spec.routine, spec.backend, m, physical)
+                            if spec.driver else ())
+                    add(Case(case_id=case_id, kind="gemm", name=entry.name, modules=entry.modules,
+                             layers=entry.layers, m=m, dtype=dtype, backend=spec.backend,
+                             routine=spec.routine, logical=logical, physical=physical,
+                             variant=spec.variant, driver_args=argv), spec, vllm_reason)
+
+    for entry in plan.moe:
+        activation = _canonical_activation(entry.activation)
+        for m in ms:
+            for dtype in dtypes:
+                for spec in bk.specs_for("moe", dtype):
+                    if wanted is not None and spec.backend not in wanted:
+                        continue
+                    case_id = _case_id("moe", entry.name, m, dtype, spec.backend, spec.variant)
+                    logical = MoeShape(m, entry.hidden, entry.intermediate, entry.experts,
+                                       entry.global_experts, entry.top_k)
+                    physical, reason = physical_moe(logical, spec.routine, spec.backend, dtype,
+                                                    entry.gated)
+                    argv: tuple[str, ...] = ()
+                    if not activation:
+                        reason = (f"activation {entry.activation!r} has no FlashInfer "
+                                  f"ActivationType (choose from {', '.join(FLASHINFER_ACTIVATIONS)})")
+                    elif spec.driver:
+                        argv, ep_reason = _moe_driver_args(case_id, spec, entry, m, physical,
+                                                           activation, plan.ep)
+                        reason = reason or ep_reason
+                    add(Case(case_id=case_id, kind="moe", name=entry.name, modules=entry.modules,
+                             layers=entry.layers, m=m, dtype=dtype, backend=spec.backend,
+                             routine=spec.routine, logical=logical, physical=physical,
+                             variant=spec.variant, activation=activation or entry.activation,
+                             gated=entry.gated, routing=entry.routing, driver_args=argv),
+                        spec, reason)
+
+    seen: set[str] = set()
+    for case in cases:
+        if case.case_id in seen:
+            raise ValueError(f"duplicate case id {case.case_id!r}: plan entry names must be unique")
+        seen.add(case.case_id)
+    return cases
+
+
+def plan_from_shapes(nks: Sequence[tuple[int, int, str]], moe: MoeEntry | None = None) -> Plan:
+    """A Plan for explicit shapes (`benchmark_via_builtin.py --nks N,K,name ... --moe_*`):
+    every entry runs once per step (layers=1)."""
+    gemms: list[GemmEntry] = []
+    names: set[str] = set()
+    for n, k, name in nks:
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n, k)):
+            raise UsageError("--nks", f"{n},{k},{name}", "N and K must be positive integers, "
+                             "e.g. --nks 4096,4096,qkv_proj")
+        if not name or name in names:
+            raise UsageError("--nks", f"{n},{k},{name}", "each shape needs a unique name, "
+                             "e.g. --nks 4096,4096,a 4096,14336,b")
+        names.add(name)
+        gemms.append(GemmEntry(name=name, modules=(), n=n, k=k, layers=1, parallel="replicated"))
+    moes: tuple[MoeEntry, ...] = ()
+    ep = 1
+    if moe is not None:
+        for field, value in (("--moe_hidden", moe.hidden), ("--moe_intermediate", moe.intermediate),
+                             ("--moe_global_experts", moe.global_experts),
+                             ("--moe_top_k", moe.top_k)):
+            if not isinstance(value, int) or value < 1:
+                raise UsageError(field, value, "must be a positive integer")
+        if not 1 <= moe.experts <= moe.global_experts:
+            raise UsageError("--moe_experts", moe.experts,
+                             f"must be between 1 and --moe_global_experts={moe.global_experts}")
+        if moe.top_k > moe.global_experts:
+            raise UsageError("--moe_top_k", moe.top_k,
+                             f"must not exceed --moe_global_experts={moe.global_experts}")
+        moes = (_replace(moe, layers=1),)
+        if moe.experts < moe.global_experts:
+            ep = max(1, moe.global_experts // moe.experts)
+    info = ModelInfo(name="explicit shapes", source="shapes", model_type="", architecture="")
+    return Plan(model=info, tp=1, ep=ep, gemms=tuple(gemms), moe=moes)

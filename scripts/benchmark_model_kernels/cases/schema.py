@@ -1,0 +1,91 @@
+"""The case schema: one timed measurement = (plan entry, M, recipe dtype, backend, with_quant).
+
+`cases/build.py` makes Cases from a Plan; everything downstream (the runner, the backends, the
+report) reads the decisions recorded here instead of deriving them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan.schema import Routing
+
+KINDS = ("gemm", "moe")
+#: Recipes: W16A16, FP8 per-tensor W8A8, NVFP4 W4A4.
+DTYPES = ("bf16", "fp8", "nvfp4")
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """Y[m,n] = X[m,k] W[n,k]^T."""
+
+    m: int
+    n: int
+    k: int
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """One fused-MoE layer on one rank for `num_tokens` tokens."""
+
+    num_tokens: int
+    hidden: int
+    intermediate: int
+    """Per-rank expert intermediate size."""
+    experts: int
+    """Local experts on this rank."""
+    global_experts: int
+    top_k: int
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement to make. Every Case becomes exactly one results Row."""
+
+    case_id: str
+    """Unique and stable across runs (used by --resume and as the driver's --case_tag):
+    "<kind>.<name>.m<M>.<dtype>.<backend>[.<variant>][.q]" with only [A-Za-z0-9._-]."""
+    kind: str
+    """"gemm" or "moe"."""
+    name: str
+    """Plan entry name ("qkv_proj", "experts", ...) or the --nks name."""
+    modules: tuple[str, ...]
+    layers: int
+    """Per-step invocation count, copied from the plan (1 for --nks shapes)."""
+    m: int
+    """Tokens M of this step on this rank (MoE: num_tokens)."""
+    dtype: str
+    """"bf16", "fp8" or "nvfp4"."""
+    backend: str
+    """Backend label as the user filters it: "cudnn", "cublas", "cublaslt", "cutlass", "trtllm",
+    "cute-dsl", "trtllm_low_latency", "torch", ..."""
+    routine: str
+    """FlashInfer driver routine ("mm_bf16", "bmm_fp8", "mm_fp8", "mm_fp4", "cutlass_fused_moe",
+    "trtllm_fp8_per_tensor_scale_moe", "trtllm_fp4_block_scale_moe", "cute_dsl_fp4_block_scale_moe")
+    or a torch op label ("torch.linear", "torch._scaled_mm", "torch._grouped_mm",
+    "torch._scaled_grouped_mm")."""
+    logical: GemmShape | MoeShape
+    """Shape as vLLM's layer has it (per rank)."""
+    physical: GemmShape | MoeShape
+    """Shape the kernel actually runs after this backend's vLLM padding."""
+    variant: str = ""
+    """Extra label: "per_tensor", "per_token" (torch FP8 dynamic), "quantized_input" (cutlass NVFP4
+    MoE with FP4 activations), "" otherwise."""
+    with_quant: bool = False
+    """Row adds the activation-quantization time measured separately (quant_us)."""
+    activation: str = ""
+    """MoE: FlashInfer ActivationType name."""
+    gated: bool = True
+    """MoE: gated activation (GEMM1 is 2*I)."""
+    routing: Routing | None = None
+    """MoE: routing method and parameters."""
+    driver_args: tuple[str, ...] = ()
+    """Full argv for FlashInfer's driver, starting with "--routine" (empty for torch cases)."""
+    skip_reason: str = ""
+    """Non-empty: known before launch to be unsupported; becomes status "unsupported" with this
+    reason, e.g. "mm_fp4 cutlass needs SM100+; this GPU is sm_90"."""
+
+    @property
+    def base_case_id(self) -> str:
+        """For a with_quant case, the id of the kernel-only case it adds quant time to."""
+        return self.case_id[: -len(".q")] if self.with_quant and self.case_id.endswith(".q") else self.case_id

@@ -1,0 +1,404 @@
+"""The environment doctor: can this machine produce kernel times worth trusting?
+
+Each check is a small pure function of probe results (from `environment.py`) returning a `Check`;
+`ok` is True (pass), False (fail: numbers would be wrong or the run would break) or None (warning:
+worth knowing, not blocking). Exit 0 only when no check fails. A CPU-only machine gets one plain
+sentence and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from . import environment as envmod
+from ..errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+
+EXIT_READY = 0
+EXIT_NOT_READY = 1
+
+TROUBLESHOOTING = "references/troubleshooting.md"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict of the doctor."""
+
+    name: str
+    """Stable identifier, e.g. "gpu", "cupti" (also the key in --json output)."""
+    ok: bool | None
+    """True: pass; False: fail (blocks trustworthy numbers); None: warning only."""
+    detail: str
+    """What was found, in one line."""
+    fix: str = ""
+    """What to do about it (a command where there is one); empty when ok."""
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def check_gpu(gpu: dict[str, Any]) -> Check:
+    if gpu.get("driver_present") and "pynvml" in (gpu.get("error") or ""):
+        return Check("gpu", False,
+                     f"an NVIDIA driver is present but NVML cannot be used: {gpu['error']}",
+                     "pip install -e '.[gpu]' (or pip install nvidia-ml-py)")
+    if gpu.get("error") or not gpu.get("name"):
+        return Check("gpu", False,
+                     f"no NVIDIA GPU/driver found (NVML: {gpu.get('error') or 'no device'})",
+                     "run on a machine with an NVIDIA GPU and driver; if this one has them, install "
+                     "NVML bindings with: pip install -e '.[gpu]'. Without a GPU you can still "
+                     "preview shapes: python scripts/benchmark_model.py MODEL --tp N --print_only")
+    clocks = gpu.get("clocks_mhz") or {}
+    parts = [gpu["name"]]
+    if gpu.get("compute_capability"):
+        parts.append(f"sm_{gpu['compute_capability'].replace('.', '')}")
+    if gpu.get("sm_count"):
+        parts.append(f"{gpu['sm_count']} SMs")
+    if gpu.get("memory_gb"):
+        parts.append(f"{gpu['memory_gb']} GB")
+    if clocks.get("sm_max"):
+        parts.append(f"SM clock {clocks.get('sm_current')}/{clocks['sm_max']} MHz")
+    if gpu.get("power_limit_w"):
+        parts.append(f"power limit {gpu['power_limit_w']} W")
+    if gpu.get("driver"):
+        parts.append(f"driver {gpu['driver']} (CUDA {gpu.get('driver_cuda')})")
+    return Check("gpu", True, ", ".join(parts))
+
+
+def check_idle(gpu: dict[str, Any], own_pid: int | None = None) -> Check:
+    """Another process on the GPU shares SMs, HBM bandwidth and clocks with the kernel being timed."""
+    own_pid = os.getpid() if own_pid is None else own_pid
+    procs = gpu.get("processes")
+    util = gpu.get("utilization_pct")
+    index = gpu.get("index", 0)
+    fix = (f"wait for them to finish, or pick an idle GPU: --gpu INDEX here and "
+           f"CUDA_VISIBLE_DEVICES=INDEX for the run")
+    others = [p for p in (procs or []) if p.get("pid") != own_pid]
+    if others:
+        listed = ", ".join(
+            f"pid {p['pid']}" + (f" {p['name']}" if p.get("name") else "")
+            + (f" ({p['used_memory_mb']} MiB)" if p.get("used_memory_mb") is not None else "")
+            for p in others[:5])
+        more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+        return Check("gpu_idle", False,
+                     f"GPU {index} is busy: {len(others)} other process(es): {listed}{more}", fix)
+    if util is not None and util > envmod.IDLE_UTILIZATION_PCT:
+        return Check("gpu_idle", False,
+                     f"GPU {index} is {util}% utilized although no process is listed (another "
+                     f"container or VM?)", fix)
+    if util is None and procs is None:
+        return Check("gpu_idle", None,
+                     f"could not read utilization or processes of GPU {index} through NVML",
+                     "check with nvidia-smi that nothing else runs on it")
+    used = gpu.get("memory_used_gb")
+    if used is not None and used > 2 and not others:
+        return Check("gpu_idle", None,
+                     f"GPU {index}: {util}% utilized, no process listed, but {used} GB memory in "
+                     f"use (a process NVML cannot see from here?)",
+                     "check with nvidia-smi on the host that nothing else runs on it")
+    return Check("gpu_idle", True,
+                 f"GPU {index} idle: {util}% utilization, no other process")
+
+
+def check_torch_cuda(tc: dict[str, Any], gpu: dict[str, Any]) -> Check:
+    if tc.get("torch") is None:
+        return Check("torch_cuda", False, f"torch is not importable ({tc.get('error')})",
+                     "install a CUDA build of torch that matches the driver (see README.md)")
+    if not tc.get("cuda_build"):
+        return Check("torch_cuda", False, f"torch {tc['torch']} is a CPU-only build",
+                     "install a CUDA build of torch, e.g. pip install torch --index-url "
+                     "https://download.pytorch.org/whl/cu130 (cu12x for a CUDA 12 driver)")
+    runtime, driver_cuda = tc["cuda_build"], gpu.get("driver_cuda")
+    if (envmod.major_minor(driver_cuda) and envmod.major_minor(runtime)
+            and envmod._version_key(envmod.major_minor(runtime))[0]
+            > envmod._version_key(envmod.major_minor(driver_cuda))[0]):
+        return Check("torch_cuda", False,
+                     f"torch {tc['torch']} needs CUDA {runtime} but the driver supports CUDA "
+                     f"{driver_cuda}",
+                     "upgrade the NVIDIA driver, or install a torch built for the driver's CUDA")
+    if not tc.get("available") or tc.get("error"):
+        return Check("torch_cuda", False,
+                     f"torch {tc['torch']} (CUDA {runtime}) cannot use the GPU: "
+                     f"{tc.get('error') or 'torch.cuda.is_available() is False'}",
+                     "check CUDA_VISIBLE_DEVICES and that the driver works (nvidia-smi)")
+    return Check("torch_cuda", True,
+                 f"torch {tc['torch']}, CUDA runtime {runtime}, {tc.get('device_count')} GPU(s) "
+                 f"visible")
+
+
+def check_flashinfer_wheel(wheel: dict[str, Any]) -> Check:
+    if not wheel.get("version"):
+        return Check("flashinfer_wheel", False, "flashinfer-python is not installed",
+                     "pip install -e '.[gpu]' (installs flashinfer-python, cupti-python, "
+                     "nvidia-ml-py); pin the version of your checkout, e.g. "
+                     "pip install flashinfer-python==0.6.17")
+    commit = f" (commit {wheel['commit'][:12]})" if wheel.get("commit") else ""
+    return Check("flashinfer_wheel", True, f"flashinfer-python {wheel['version']}{commit}")
+
+
+def check_checkout(checkout: dict[str, Any]) -> Check:
+    clone = ("git clone --branch vX.Y.Z https://github.com/flashinfer-ai/flashinfer "
+             "(the tag of your flashinfer-python wheel)")
+    if not checkout.get("path"):
+        return Check("flashinfer_checkout", False,
+                     "no FlashInfer checkout given (the runner drives its "
+                     "benchmarks/flashinfer_benchmark.py)",
+                     f"pass --flashinfer_repo PATH; to get one: {clone}")
+    if not checkout.get("exists"):
+        return Check("flashinfer_checkout", False, f"{checkout['path']} does not exist",
+                     f"pass the path of a FlashInfer source checkout; to get one: {clone}")
+    if not checkout.get("driver"):
+        return Check("flashinfer_checkout", False,
+                     f"{checkout['path']} has no benchmarks/flashinfer_benchmark.py",
+                     "pass the root of a FlashInfer source checkout (the folder that contains "
+                     "benchmarks/)")
+    return Check("flashinfer_checkout", True, f"driver found: {checkout['driver']}")
+
+
+def check_flashinfer_match(wheel: dict[str, Any], checkout: dict[str, Any]) -> Check:
+    """The driver in the checkout calls the installed library; from another release it may pass
+    arguments the wheel does not know, or miss backends the wheel has."""
+    wv, cv = wheel.get("version"), checkout.get("version")
+    wc, cc = wheel.get("commit"), checkout.get("commit")
+    if not wv or not checkout.get("driver"):
+        return Check("flashinfer_version_match", None, "not compared (wheel or checkout missing)")
+    match = envmod.versions_match(wv, cv)
+    fix_tag = (f"check out the wheel's tag in the checkout (git -C {checkout['path']} checkout "
+               f"v{envmod.release_of(wv)}) or install the checkout's version (pip install "
+               f"flashinfer-python=={envmod.release_of(cv)})")
+    if match is False:
+        return Check("flashinfer_version_match", False,
+                     f"wheel {wv} != checkout {cv} ({checkout['path']})", fix_tag)
+    cmatch = envmod.commits_match(wc, cc)
+    if cmatch is False:
+        return Check("flashinfer_version_match", None,
+                     f"same release {envmod.release_of(wv)}, but wheel commit {wc[:12]} != checkout "
+                     f"commit {cc[:12]} (a development checkout?)",
+                     f"git -C {checkout['path']} checkout {wc[:12]} for an exact match")
+    if match is None:
+        known = f"commit {cc[:12]}" if cc else "no .git, no version.txt"
+        return Check("flashinfer_version_match", None,
+                     f"checkout version unknown ({known}); wheel is {wv}",
+                     f"make sure {checkout['path']} is the v{envmod.release_of(wv)} tag")
+    how = "version and commit" if cmatch else "version"
+    return Check("flashinfer_version_match", True, f"wheel and checkout agree ({how}: {wv})")
+
+
+_FALLBACK_TEXT = {"cuda_events": "CUDA events",
+                  "cuda_graph": "CUDA events around CUDA-graph replays"}
+
+
+def check_cupti(probe: dict[str, Any] | None, stack: dict[str, Any],
+                gpu: dict[str, Any]) -> Check:
+    """A CUDA-events time includes launch overhead and is not comparable with a CUPTI time, so a
+    silent fallback is a failure (the runner's --allow_cuda_events exists for an explicit choice)."""
+    fix = envmod.cupti_fix_command(stack.get("cuda_runtime"), gpu.get("driver_cuda"))
+    installed = stack.get("cupti_python")
+    have = f"cupti-python {installed}" if installed else "cupti-python not installed"
+    if probe is None:
+        return Check("cupti", False, f"not probed (needs a GPU, torch CUDA and flashinfer); {have}",
+                     "fix the checks above, then run the doctor again")
+    if probe.get("error"):
+        return Check("cupti", False, f"timer probe failed: {probe['error']} ({have})",
+                     f"{fix}; see {TROUBLESHOOTING}")
+    if probe.get("timer") != "cupti":
+        return Check("cupti", False,
+                     f"FlashInfer fell back from CUPTI to "
+                     f"{_FALLBACK_TEXT.get(probe.get('timer'), probe.get('timer'))} ({have}, CUDA runtime "
+                     f"{stack.get('cuda_runtime')}, driver CUDA {gpu.get('driver_cuda')}): "
+                     f"{probe.get('warning')}", fix)
+    return Check("cupti", True,
+                 f"CUPTI timed a 256x256x256 BF16 matmul: {probe.get('median_us')} us ({have})")
+
+
+def check_nvcc(nvcc: dict[str, Any], cuda_runtime: str | None) -> Check:
+    """FlashInfer JIT-compiles most kernels on first use (nvcc through ninja), even cuBLAS paths."""
+    if not nvcc.get("nvcc"):
+        return Check("nvcc", False, "nvcc not found (FLASHINFER_NVCC, CUDA_HOME, PATH)",
+                     "install the CUDA toolkit matching torch's CUDA and set CUDA_HOME (cuDNN "
+                     "backends work without it; cuBLAS/CUTLASS ones do not)")
+    if not nvcc.get("ninja"):
+        return Check("nvcc", False, f"nvcc {nvcc.get('nvcc_version')} found but no ninja binary",
+                     "pip install ninja")
+    nv, rt = envmod.major_minor(nvcc.get("nvcc_version")), envmod.major_minor(cuda_runtime)
+    if nv and rt and envmod._version_key(nv)[0] != envmod._version_key(rt)[0]:
+        return Check("nvcc", False,
+                     f"nvcc {nv} ({nvcc['nvcc']}) but torch uses CUDA {rt}: JIT modules would "
+                     f"not load", f"point CUDA_HOME at a CUDA {rt.split('.')[0]}.x toolkit")
+    return Check("nvcc", True, f"nvcc {nvcc.get('nvcc_version')} at {nvcc['nvcc']}, ninja at "
+                               f"{nvcc['ninja']}")
+
+
+def check_no_download(env: dict[str, str]) -> Check:
+    if env.get("FLASHINFER_NO_DOWNLOAD", "") in ("1", "true", "True", "yes"):
+        return Check("no_download", True, "FLASHINFER_NO_DOWNLOAD=1: missing cubins fail at once")
+    return Check("no_download", None,
+                 "FLASHINFER_NO_DOWNLOAD is not set: kernels that need a trtllm-gen cubin try to "
+                 "download it (without network, mm_fp8 stalls about 45 s per case)",
+                 "export FLASHINFER_NO_DOWNLOAD=1 (unless this machine should download cubins)")
+
+
+def _arch_entries(value: str) -> list[str]:
+    return [a for a in value.replace(",", " ").split() if a]
+
+
+def check_arch_list(env: dict[str, str], gpu: dict[str, Any]) -> Check:
+    value = env.get("FLASHINFER_CUDA_ARCH_LIST", "")
+    cc = gpu.get("compute_capability")
+    if not value:
+        return Check("cuda_arch_list", True,
+                     "FLASHINFER_CUDA_ARCH_LIST unset: JIT targets the visible GPUs")
+    archs = {a.rstrip("afAF") for a in _arch_entries(value)}
+    if cc and cc not in archs:
+        return Check("cuda_arch_list", False,
+                     f"FLASHINFER_CUDA_ARCH_LIST={value!r} does not include this GPU's {cc}",
+                     f"export FLASHINFER_CUDA_ARCH_LIST={cc}{'a' if cc.startswith('9.') else ''} "
+                     f"(space-separated major.minor)")
+    return Check("cuda_arch_list", True, f"FLASHINFER_CUDA_ARCH_LIST={value!r}")
+
+
+# --------------------------------------------------------------------------- gather + verdict
+
+
+def gather(flashinfer_repo: str | None, gpu_index: int,
+           probe_timer: Callable[[int], dict[str, Any]] = envmod.probe_timer) -> dict[str, Any]:
+    """Run every probe (NVML first, before this process creates a CUDA context)."""
+    gpu = envmod.gpu_info(gpu_index)
+    probes: dict[str, Any] = {
+        "gpu": gpu,
+        "wheel": envmod.flashinfer_wheel(),
+        "checkout": envmod.flashinfer_checkout(flashinfer_repo),
+        "nvcc": envmod.nvcc_info(),
+        "env": {k: os.environ[k] for k in envmod.RELEVANT_ENV if k in os.environ},
+        "torch_cuda": None,
+        "stack": None,
+        "timer_probe": None,
+    }
+    if gpu.get("error"):
+        return probes  # CPU-only: nothing below can work, and torch import costs seconds
+    tc = envmod.torch_cuda(gpu_index)
+    probes["torch_cuda"] = tc
+    gpu["sm_count"] = tc.get("sm_count")
+    probes["stack"] = envmod.cuda_stack()
+    if tc.get("available") and not tc.get("error") and probes["wheel"].get("version"):
+        probes["timer_probe"] = probe_timer(gpu_index)
+    return probes
+
+
+def run_checks(p: dict[str, Any]) -> list[Check]:
+    """All verdicts for gathered probes. Without a GPU only the machine-independent checks follow
+    the gpu failure (the rest would repeat it)."""
+    checks = [check_gpu(p["gpu"])]
+    gpu_ok = checks[0].ok
+    if gpu_ok:
+        checks.append(check_idle(p["gpu"]))
+        checks.append(check_torch_cuda(p["torch_cuda"] or {}, p["gpu"]))
+    checks.append(check_flashinfer_wheel(p["wheel"]))
+    checks.append(check_checkout(p["checkout"]))
+    checks.append(check_flashinfer_match(p["wheel"], p["checkout"]))
+    if gpu_ok:
+        checks.append(check_cupti(p["timer_probe"], p["stack"] or {}, p["gpu"]))
+    runtime = (p.get("stack") or {}).get("cuda_runtime")
+    checks.append(check_nvcc(p["nvcc"], runtime))
+    checks.append(check_no_download(p["env"]))
+    if gpu_ok:
+        checks.append(check_arch_list(p["env"], p["gpu"]))
+    return checks
+
+
+def ready(checks: list[Check]) -> bool:
+    """Trustworthy numbers are possible only when no check failed (warnings are allowed)."""
+    return all(c.ok is not False for c in checks)
+
+
+def verdict_line(checks: list[Check]) -> str:
+    failed = [c for c in checks if c.ok is False]
+    warned = [c for c in checks if c.ok is None]
+    gpu = next((c for c in checks if c.name == "gpu"), None)
+    if gpu is not None and gpu.ok is False:
+        if not gpu.detail.startswith("no NVIDIA GPU"):
+            return f"NOT READY: {gpu.detail}; fix: {gpu.fix}"
+        return (f"NOT READY: {gpu.detail}. This machine can preview shapes (--print_only) but "
+                f"cannot time kernels.")
+    if failed:
+        return (f"NOT READY: {len(failed)} check(s) failed ({', '.join(c.name for c in failed)});"
+                f" fix them and run the doctor again.")
+    tail = f" ({len(warned)} warning(s): {', '.join(c.name for c in warned)})" if warned else ""
+    return f"READY: this set-up can produce trustworthy kernel times{tail}."
+
+
+_MARK = {True: "ok  ", False: "FAIL", None: "warn"}
+
+
+def format_checks(checks: list[Check]) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"[{_MARK[c.ok]}] {c.name}: {c.detail}")
+        if c.fix and c.ok is not True:
+            lines.append(f"       fix: {c.fix}")
+    lines.append(verdict_line(checks))
+    return "\n".join(lines)
+
+
+def to_json(checks: list[Check], probes: dict[str, Any], gpu_index: int) -> str:
+    return json.dumps({"ready": ready(checks), "gpu_index": gpu_index,
+                       "verdict": verdict_line(checks),
+                       "checks": [asdict(c) for c in checks], "probes": probes}, indent=1,
+                      default=str)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(
+        prog="check_env.py",
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Check that this machine can produce trustworthy kernel times: an idle NVIDIA "
+                    "GPU, torch with CUDA, the FlashInfer wheel matching the checkout, a working "
+                    "CUPTI timer (probed for real), nvcc for JIT, no-download mode.",
+        epilog="examples:\n"
+               "  python scripts/check_env.py --flashinfer_repo ~/flashinfer\n"
+               "  python scripts/check_env.py --flashinfer_repo ~/flashinfer --gpu 1 --json\n"
+               "exit status: 0 ready, 1 not ready (a check failed, or no GPU), 2 bad arguments.",
+    )
+    p.add_argument("--flashinfer_repo", metavar="PATH", default=None,
+                   help="FlashInfer source checkout whose benchmarks/flashinfer_benchmark.py the "
+                        "runner drives, e.g. --flashinfer_repo ~/flashinfer")
+    p.add_argument("--gpu", metavar="INDEX", type=int, default=0,
+                   help="CUDA index of the GPU to check (as CUDA_VISIBLE_DEVICES numbers them), "
+                        "e.g. --gpu 1; default 0")
+    p.add_argument("--json", action="store_true",
+                   help="print {ready, verdict, checks: [{name, ok, detail, fix}], probes} as "
+                        "JSON instead of text")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.gpu < 0:
+            raise UsageError("--gpu", args.gpu, "must be a CUDA device index >= 0, e.g. --gpu 0")
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        probes = gather(args.flashinfer_repo, args.gpu)
+        checks = run_checks(probes)
+    except Exception as e:  # every probe is guarded; this is the last line of defence
+        print(f"error: the doctor itself failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_NOT_READY
+    if args.json:
+        print(to_json(checks, probes, args.gpu))
+    else:
+        print(format_checks(checks))
+    return EXIT_READY if ready(checks) else EXIT_NOT_READY
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The GPU-side worker: runs cases one after another inside ONE long-lived process.
+
+Started by `driver.WorkerPool` as `python -m benchmark_model_kernels.run.worker --answer_fd N
+--benchmarks_dir DIR` with cwd = DIR (FlashInfer's `benchmarks/`, so `import flashinfer_benchmark`
+and `routines` resolve and the checkout root, whose `flashinfer/` would shadow the wheel, does not).
+
+Protocol (one JSON object per line):
+  parent -> stdin:       {"job": "driver"|"torch"|"quant", "case_id", "log_path", "csv_path",
+                          "argv": [...driver argv...], "case": {...}, "settings": {...}}
+  worker -> answer fd:   {"case_id", "elapsed_s", "exception", "systemexit", "unsupported",
+                          "measurement", "warnings", "autotune_dropped", "poisoned"}
+The driver prints to stdout/stderr, so both fds are redirected (os.dup2, which also catches native
+output such as JIT builds and faulthandler tracebacks) into the case's log file while it runs; the
+answer goes over a dedicated pipe. The worker never classifies: the parent does (driver.py), from the
+log, the CSV and this answer. After a CUDA error the context is poisoned, so the worker answers and
+exits; the parent starts a fresh one for the remaining cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import shlex
+import sys
+import time
+import traceback
+import warnings
+from typing import Any
+
+#: Exception text that means the CUDA context is unusable for every later case.
+_POISON_MARKERS = (
+    "CUDA error",
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "CUBLAS_STATUS_EXECUTION_FAILED",
+)
+
+_driver_modules: tuple[Any, Any] | None = None
+
+
+def _import_driver() -> tuple[Any, Any]:
+    """`flashinfer_benchmark` and its `routines.flashinfer_benchmark_utils`, imported once."""
+    global _driver_modules
+    if _driver_modules is None:
+        import flashinfer_benchmark  # noqa: PLC0415  (from --benchmarks_dir / cwd)
+        from routines import flashinfer_benchmark_utils  # noqa: PLC0415
+
+        _driver_modules = (flashinfer_benchmark, flashinfer_benchmark_utils)
+    return _driver_modules
+
+
+def _csv_has_rows(path: str) -> bool:
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if line.strip()) > 1
+    except OSError:
+        return False
+
+
+def _run_driver_once(argv: list[str], csv_path: str) -> dict[str, Any]:
+    fb, fbu = _import_driver()
+    try:
+        args = fb.parse_args(list(argv))
+    except SystemExit as e:  # argparse: the message is already on stderr (the case log)
+        return {"systemexit": f"the driver's argument parser exited with code {e.code}"}
+    args.output_path = csv_path
+    # The driver's __main__ writes the header; in-process we write it, from the same column list.
+    with open(csv_path, "w") as f:
+        f.write(",".join(fbu.full_output_columns) + "\n")
+    try:
+        fb.run_test(args)
+    except SystemExit as e:  # a routine calling sys.exit must not end the worker
+        traceback.print_exc()
+        return {"exception": f"SystemExit: the driver called sys.exit({e.code!r})"}
+    except Exception as e:  # noqa: BLE001  (mirror the driver's own testlist loop)
+        print(f"[ERROR] Error running test: {shlex.join(argv)}")
+        print(f"[ERROR] Error: {e}")
+        traceback.print_exc()
+        return {"exception": f"{type(e).__name__}: {e}"}
+    return {}
+
+
+def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
+    argv = list(req["argv"])
+    csv_path = req["csv_path"]
+    out = _run_driver_once(argv, csv_path)
+    if out or "--autotune" not in argv or _csv_has_rows(csv_path):
+        return out
+    # The driver DROPS a backend it cannot autotune ("[INFO] <b> backend does not support
+    # autotune") instead of timing it untuned; retry such a case without --autotune.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(req["log_path"], errors="replace") as f:
+        f.seek(log_offset)
+        printed = f.read()
+    if "does not support autotune" not in printed:
+        return out
+    from .driver import RETRY_MARKER  # noqa: PLC0415
+
+    print(RETRY_MARKER)
+    out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path)
+    out["autotune_dropped"] = True
+    return out
+
+
+def _run_python_case(req: dict[str, Any]) -> dict[str, Any]:
+    from . import driver  # noqa: PLC0415
+    from . import timing
+    from .results import RunSettings  # noqa: PLC0415
+
+    case = driver.case_from_dict(req["case"])
+    settings = RunSettings(**req["settings"])
+    try:
+        if req["job"] == "quant":
+            from . import quant_timing  # noqa: PLC0415
+
+            m = quant_timing.measure_quant(case, settings)
+        else:
+            from . import torch_backend  # noqa: PLC0415
+
+            m = torch_backend.run_case(case, settings)
+    except timing.UnsupportedCase as e:
+        print(f"[bmk-worker] unsupported: {e}")
+        return {"unsupported": str(e)}
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        return {"exception": f"{type(e).__name__}: {e}"}
+    print(f"[bmk-worker] median {m.median_us:.3f} us; std {m.std_us:.3f} us; timer {m.timer}")
+    note = getattr(m, "note", "")
+    return {"measurement": {"median_us": m.median_us, "std_us": m.std_us, "timer": m.timer, "note": note}}
+
+
+def _cuda_poisoned(answer: dict[str, Any]) -> str:
+    """Non-empty when the CUDA context can no longer be trusted."""
+    exc = answer.get("exception") or ""
+    if any(marker in exc for marker in _POISON_MARKERS):
+        return exc
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ""
+    try:
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+    return ""
+
+
+def run_request(req: dict[str, Any]) -> dict[str, Any]:
+    """Run one case with fds 1/2 redirected into its log; return the answer (never raises)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log_fd = os.open(req["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log_offset = os.fstat(log_fd).st_size
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    t0 = time.monotonic()
+    answer: dict[str, Any] = {}
+    try:
+        # record=True + "always": FlashInfer's CUPTI-fallback warning is shown once per process
+        # by default; every case must see it to label its own timer.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                if req["job"] == "driver":
+                    answer = _run_driver_case(req, log_offset)
+                else:
+                    answer = _run_python_case(req)
+            except Exception as e:  # noqa: BLE001  (e.g. the driver cannot be imported)
+                traceback.print_exc()
+                answer = {"exception": f"{type(e).__name__}: {e}"}
+        answer["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+        for w in caught:
+            sys.stderr.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+        answer["poisoned"] = _cuda_poisoned(answer)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log_fd):
+            os.close(fd)
+    answer["case_id"] = req.get("case_id", "")
+    answer["elapsed_s"] = round(time.monotonic() - t0, 3)
+    return answer
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description="Internal: runs benchmark cases sent as JSON lines on stdin (see driver.py).",
+        allow_abbrev=False,
+    )
+    p.add_argument("--answer_fd", type=int, required=True, help="fd to write answers to, e.g. 5")
+    p.add_argument("--benchmarks_dir", default="", help="FlashInfer checkout's benchmarks/ dir")
+    a = p.parse_args(argv)
+    os.set_inheritable(a.answer_fd, False)  # JIT builds (ninja, nvcc) must not hold the pipe open
+    answers = os.fdopen(a.answer_fd, "w", buffering=1)
+    faulthandler.enable()  # a segfault prints the Python stack into the case log
+    if a.benchmarks_dir:
+        sys.path.insert(0, os.path.abspath(a.benchmarks_dir))
+    os.environ.setdefault("FLASHINFER_NO_DOWNLOAD", "1")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        answer = run_request(json.loads(line))
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+        if answer.get("poisoned"):
+            os._exit(3)  # noqa: SLF001  (skip atexit: the CUDA context is broken)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

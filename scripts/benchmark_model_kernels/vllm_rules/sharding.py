@@ -1,0 +1,131 @@
+"""vLLM's tensor/expert-parallel sharding rules, as one small table plus a few special rules.
+
+Every rule cites the vLLM 0.33.0 source it paraphrases (see ../shared/research/vllm_rules.md and
+references/sharding.md, which documents the same table with worked examples). vLLM's `divide(a, b)`
+asserts `a % b == 0`; it never pads for TP, so a non-dividing TP is a bad input here too
+(`ShardingError`, turned into a one-line `UsageError` naming the field that does not divide).
+"""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+
+#: vLLM pads the vocabulary to a multiple of this before splitting it by TP
+#: (vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE).
+VOCAB_PADDING = 64
+
+#: parallel kind -> (N divided by TP, K divided by TP). Sources (model_executor/layers/linear.py):
+#:   column     ColumnParallelLinear / MergedColumnParallelLinear / QKVParallelLinear: N/tp, K full
+#:   row        RowParallelLinear: N full, K/tp (bias added on tp_rank 0 only)
+#:   replicated ReplicatedLinear, GateLinear, any layer built with disable_tp=True: nothing split
+#:   vocab      ParallelLMHead (vocab_parallel_embedding.py): N = round_up(V, 64)/tp, K full
+SPLIT = {
+    "column": (True, False),
+    "row": (False, True),
+    "replicated": (False, False),
+    "vocab": (True, False),
+}
+
+
+def divisors_hint(total: int, limit: int = 64) -> str:
+    """Human list of the TP sizes that divide `total` (powers of two up to `limit`)."""
+    ok = [str(t) for t in (1, 2, 4, 8, 16, 32, 64) if t <= limit and total % t == 0]
+    return ", ".join(ok) if ok else "1"
+
+
+def require_divides(total: int, tp: int, what: str, field: str = "--tp") -> int:
+    """`total / tp`, or a UsageError naming `what` (vLLM `divide()` asserts the same)."""
+    if tp <= 0 or total % tp:
+        raise UsageError(field, tp, f"does not divide {what}={total}; use one of {divisors_hint(total)}")
+    return total // tp
+
+
+def split(parallel: str, n: int, k: int, tp: int, what: str) -> tuple[int, int]:
+    """Per-rank (N, K) of a plain linear of `parallel` kind, from the SPLIT table."""
+    split_n, split_k = SPLIT[parallel]
+    if parallel == "vocab":
+        return vocab_per_rank(n, tp), k
+    n_r = require_divides(n, tp, f"{what} output features") if split_n else n
+    k_r = require_divides(k, tp, f"{what} input features") if split_k else k
+    return n_r, k_r
+
+
+def pad_vocab(vocab: int) -> int:
+    """round_up(V, 64) (vocab_parallel_embedding.py: pad_vocab_size)."""
+    return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+
+
+def vocab_per_rank(vocab: int, tp: int) -> int:
+    """LM-head N per rank: divide(round_up(V, 64), tp) (VocabParallelEmbedding.__init__)."""
+    return require_divides(pad_vocab(vocab), tp, "the padded vocabulary (vocab_size rounded up to 64)")
+
+
+def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
+    """QKVParallelLinear.__init__: tp < Hkv -> Hkv/tp (must divide); tp >= Hkv -> 1 head per rank,
+    replicated tp/Hkv times (tp must be a multiple of Hkv)."""
+    if tp >= num_kv_heads:
+        if tp % num_kv_heads:
+            raise UsageError(
+                "--tp", tp,
+                f"must be a multiple of num_key_value_heads={num_kv_heads} when larger than it "
+                f"(vLLM replicates KV heads); use a divisor or multiple of {num_kv_heads}",
+            )
+        return 1
+    return require_divides(num_kv_heads, tp, "num_key_value_heads")
+
+
+def qkv_per_rank(
+    num_heads: int, num_kv_heads: int, head_dim: int, tp: int, *,
+    v_head_dim: int | None = None, q_multiplier: int = 1, has_v: bool = True,
+) -> int:
+    """Per-rank N of the fused QKV GEMM (QKVParallelLinear):
+    N_r = q_multiplier*Hq/tp*d + Hkv_r*d + Hkv_r*d_v.
+    `q_multiplier=2` is Qwen3-Next's gated attention (total_num_heads = 2*Hq, models/qwen3_next.py);
+    `has_v=False` is a K=V layer (Gemma 4 global attention: no v projection)."""
+    hq_r = require_divides(num_heads, tp, "num_attention_heads")
+    hkv_r = kv_heads_per_rank(num_kv_heads, tp)
+    d_v = head_dim if v_head_dim is None else v_head_dim
+    return q_multiplier * hq_r * head_dim + hkv_r * head_dim + (hkv_r * d_v if has_v else 0)
+
+
+def moe_per_rank(num_experts: int, intermediate: int, tp: int, ep: int) -> tuple[int, int]:
+    """(experts on rank 0, per-rank intermediate I_r) of a routed-expert layer
+    (fused_moe/config.py: FusedMoEParallelConfig.make; expert_map_manager.py: determine_expert_map).
+    TP-MoE (ep == 1): all E experts, I/tp (FusedMoEConfig asserts it divides).
+    EP (ep > 1, tp_moe = 1): E//ep experts (+1 on the first E%ep ranks, so rank 0 gets it), full I."""
+    if ep <= 1:
+        return num_experts, require_divides(intermediate, tp, "moe_intermediate_size (TP-sharded experts)")
+    if ep > num_experts:
+        raise UsageError("--ep", ep, f"exceeds the number of routed experts={num_experts}; use --ep <= {num_experts}")
+    return num_experts // ep + (1 if num_experts % ep else 0), intermediate
+
+
+def mamba2_in_proj_per_rank(
+    intermediate: int, n_groups: int, state_size: int, num_heads: int, tp: int
+) -> int:
+    """Per-rank N of MambaMixer2.in_proj (layers/mamba/mamba_mixer2.py, extra_groups_for_head_shards):
+    n_groups % tp == 0 -> (2I + 2*G*N + nheads)/tp; n_groups == 1 -> the one group is replicated per
+    rank: 2I/tp + 2N + nheads/tp; otherwise vLLM asserts."""
+    require_divides(num_heads, tp, "mamba_num_heads")
+    i_r = require_divides(intermediate, tp, "mamba intermediate size (num_heads*head_dim)")
+    if n_groups % tp == 0:
+        return 2 * i_r + 2 * (n_groups // tp) * state_size + num_heads // tp
+    if n_groups == 1:
+        return 2 * i_r + 2 * state_size + num_heads // tp
+    raise UsageError("--tp", tp, f"does not divide n_groups={n_groups} (Mamba2, and n_groups != 1); "
+                     f"use one of {divisors_hint(n_groups)}")
+
+
+def gdn_per_rank(num_k_heads: int, num_v_heads: int, head_k_dim: int, head_v_dim: int, tp: int):
+    """Per-rank (N of in_proj_qkvz, N of in_proj_ba, K of out_proj) of a GatedDeltaNet layer
+    (layers/mamba/gdn/qwen_gdn_linear_attn.py: create_qkvz_proj/create_ba_proj): the fused qkvz
+    shard is interleaved per key-head group, so Hk (and Hv) must divide by tp."""
+    hk_r = require_divides(num_k_heads, tp, "linear_num_key_heads")
+    hv_r = require_divides(num_v_heads, tp, "linear_num_value_heads")
+    return 2 * hk_r * head_k_dim + 2 * hv_r * head_v_dim, 2 * hv_r, hv_r * head_v_dim
+
+
+__all__ = [
+    "VOCAB_PADDING", "SPLIT", "require_divides", "split", "pad_vocab", "vocab_per_rank",
+    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "mamba2_in_proj_per_rank", "gdn_per_rank",
+]

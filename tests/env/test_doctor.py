@@ -1,0 +1,265 @@
+"""The doctor: each verdict from probe results, the overall verdict, JSON shape, and the CLI on a
+CPU-only machine (one plain sentence, exit 1, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, has_cuda
+
+from benchmark_model_kernels.env import doctor as d
+
+OWN_PID = 4242
+
+#: Probe results as the H200 bundle produces them (driver 580.159 / CUDA 13.0, torch 2.11+cu130,
+#: flashinfer 0.6.17, checkout with only benchmarks/), with cupti-python 13.0.1 working.
+H200_GREEN = {
+    "gpu": {"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132,
+            "memory_gb": 150.1, "memory_used_gb": 0.5,
+            "clocks_mhz": {"sm_max": 1980, "mem_max": 3201, "sm_current": 345},
+            "power_limit_w": 700, "utilization_pct": 0, "processes": [],
+            "driver": "580.159", "driver_cuda": "13.0", "error": None},
+    "wheel": {"version": "0.6.17", "commit": "a0a6b019b9b27d49d209f85d028a1ae5a9b347d7",
+              "path": "/tmp/fi-site/flashinfer"},
+    "checkout": {"path": "/repo/.devbundle/flashinfer", "exists": True,
+                 "driver": "/repo/.devbundle/flashinfer/benchmarks/flashinfer_benchmark.py",
+                 "version": None, "commit": None},
+    "nvcc": {"nvcc": "/usr/local/cuda/bin/nvcc", "nvcc_version": "13.0", "ninja": "/usr/bin/ninja",
+             "error": None},
+    "env": {"FLASHINFER_NO_DOWNLOAD": "1", "FLASHINFER_CUDA_ARCH_LIST": "9.0a"},
+    "torch_cuda": {"torch": "2.11.0+cu130", "cuda_build": "13.0", "available": True,
+                   "device_count": 1, "sm_count": 132, "error": None},
+    "stack": {"cuda_runtime": "13.0", "cuda_runtime_wheel": None, "nvidia_cuda_cupti": "13.0.85",
+              "cupti_python": "13.0.1"},
+    "timer_probe": {"timer": "cupti", "median_us": 6.1, "warning": None, "error": None},
+}
+
+FALLBACK_WARNING = ("CUPTI is not installed. Try 'pip install -U cupti-python'. Falling back to "
+                    "CUDA events for benchmarking.")
+
+
+def with_(probes, **changes):
+    """A copy of `probes` with top-level sections updated (nested dicts merged one level)."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in probes.items()}
+    for k, v in changes.items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def checks_of(probes):
+    # check_idle inside run_checks uses the real pid; the fixtures list no process, so it is moot.
+    return d.run_checks(probes)
+
+
+# ---------------------------------------------------------------- the worked examples
+
+
+def test_h200_bundle_all_green_except_the_unknown_checkout_version():
+    checks = by_name(checks_of(H200_GREEN))
+    assert [n for n, c in checks.items() if c.ok is False] == []
+    # The bundle's checkout has no .git and no version.txt: a warning, not a failure.
+    assert checks["flashinfer_version_match"].ok is None
+    assert "no .git, no version.txt" in checks["flashinfer_version_match"].detail
+    assert d.ready(list(checks.values()))
+    assert d.verdict_line(list(checks.values())).startswith("READY")
+    assert "NVIDIA H200, sm_90, 132 SMs" in checks["gpu"].detail
+
+
+def test_h200_with_cupti_134_names_the_problem_and_the_fix():
+    probes = with_(H200_GREEN, stack={"cupti_python": "13.4.0", "nvidia_cuda_cupti": "13.4.1"},
+                   timer_probe={"timer": "cuda_graph", "warning": FALLBACK_WARNING})
+    checks = checks_of(probes)
+    cupti = by_name(checks)["cupti"]
+    assert cupti.ok is False
+    assert "fell back from CUPTI to CUDA events" in cupti.detail and "cupti-python 13.4.0" in cupti.detail
+    assert cupti.fix == "pip install 'cupti-python==13.0.*'"
+    assert not d.ready(checks)
+    assert d.verdict_line(checks) == ("NOT READY: 1 check(s) failed (cupti); fix them and run the "
+                                      "doctor again.")
+    text = d.format_checks(checks)
+    assert "[FAIL] cupti:" in text and "fix: pip install 'cupti-python==13.0.*'" in text
+
+
+# ---------------------------------------------------------------- single checks
+
+
+def test_check_gpu_without_nvml():
+    c = d.check_gpu({"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found",
+                     "name": None})
+    assert c.ok is False
+    assert c.detail == ("no NVIDIA GPU/driver found (NVML: NVMLError_LibraryNotFound: NVML Shared "
+                        "Library Not Found)")
+    assert "--print_only" in c.fix
+
+
+def test_check_gpu_driver_present_but_no_pynvml():
+    c = d.check_gpu({"error": "nvidia-ml-py (pynvml) is not importable (ModuleNotFoundError: x)",
+                     "name": None, "driver_present": True})
+    assert c.ok is False and "driver is present" in c.detail and "nvidia-ml-py" in c.fix
+
+
+def test_check_idle_verdicts():
+    gpu = H200_GREEN["gpu"]
+    assert d.check_idle(gpu, OWN_PID).ok is True
+    busy = {**gpu, "processes": [{"pid": 77, "name": "python", "used_memory_mb": 30000},
+                                 {"pid": OWN_PID, "name": "me", "used_memory_mb": 500}],
+            "utilization_pct": 97}
+    c = d.check_idle(busy, OWN_PID)
+    assert c.ok is False and "1 other process(es): pid 77 python (30000 MiB)" in c.detail
+    assert "--gpu INDEX" in c.fix
+    only_me = {**gpu, "processes": [{"pid": OWN_PID, "name": "me", "used_memory_mb": 500}]}
+    assert d.check_idle(only_me, OWN_PID).ok is True
+    invisible = {**gpu, "processes": [], "utilization_pct": 60}
+    c = d.check_idle(invisible, OWN_PID)
+    assert c.ok is False and "60% utilized" in c.detail
+    unknown = {**gpu, "processes": None, "utilization_pct": None}
+    assert d.check_idle(unknown, OWN_PID).ok is None
+    hidden_memory = {**gpu, "memory_used_gb": 40.0}
+    assert d.check_idle(hidden_memory, OWN_PID).ok is None
+
+
+def test_check_torch_cuda():
+    gpu = H200_GREEN["gpu"]
+    assert d.check_torch_cuda(H200_GREEN["torch_cuda"], gpu).ok is True
+    cpu = d.check_torch_cuda({"torch": "2.13.0+cpu", "cuda_build": None}, gpu)
+    assert cpu.ok is False and "CPU-only build" in cpu.detail
+    too_new = d.check_torch_cuda({"torch": "2.11.0+cu130", "cuda_build": "13.0",
+                                  "available": False}, {**gpu, "driver_cuda": "12.4"})
+    assert too_new.ok is False and "driver supports CUDA 12.4" in too_new.detail
+
+
+def test_check_flashinfer_wheel_and_checkout(tmp_path):
+    assert d.check_flashinfer_wheel({"version": None}).ok is False
+    assert d.check_flashinfer_wheel(H200_GREEN["wheel"]).ok is True
+    assert d.check_checkout({"path": None}).ok is False
+    missing = d.check_checkout({"path": str(tmp_path / "x"), "exists": False})
+    assert missing.ok is False and "does not exist" in missing.detail
+    nodriver = d.check_checkout({"path": str(tmp_path), "exists": True, "driver": None})
+    assert nodriver.ok is False and "benchmarks/flashinfer_benchmark.py" in nodriver.detail
+    assert d.check_checkout(H200_GREEN["checkout"]).ok is True
+
+
+def test_check_flashinfer_match_verdicts():
+    wheel, co = H200_GREEN["wheel"], H200_GREEN["checkout"]
+    other = d.check_flashinfer_match(wheel, {**co, "version": "0.6.16"})
+    assert other.ok is False and "wheel 0.6.17 != checkout 0.6.16" in other.detail
+    assert "checkout v0.6.17" in other.fix and "flashinfer-python==0.6.16" in other.fix
+    same = d.check_flashinfer_match(wheel, {**co, "version": "0.6.17", "commit": wheel["commit"]})
+    assert same.ok is True and "version and commit" in same.detail
+    dev = d.check_flashinfer_match(wheel, {**co, "version": "0.6.17", "commit": "1" * 40})
+    assert dev.ok is None and "development checkout" in dev.detail
+    assert d.check_flashinfer_match({"version": None}, co).ok is None
+
+
+def test_check_cupti_verdicts():
+    gpu, stack = H200_GREEN["gpu"], H200_GREEN["stack"]
+    assert d.check_cupti(H200_GREEN["timer_probe"], stack, gpu).ok is True
+    assert d.check_cupti(None, stack, gpu).ok is False
+    crashed = d.check_cupti({"error": "ValueError: No kernel activities recorded for iteration 0"},
+                            stack, gpu)
+    assert crashed.ok is False and "No kernel activities" in crashed.detail
+    missing = d.check_cupti({"timer": "cuda_events", "warning": FALLBACK_WARNING},
+                            {**stack, "cupti_python": None}, gpu)
+    assert missing.ok is False and "cupti-python not installed" in missing.detail
+    assert missing.fix == "pip install 'cupti-python==13.0.*'"
+
+
+def test_check_nvcc_verdicts():
+    assert d.check_nvcc(H200_GREEN["nvcc"], "13.0").ok is True
+    assert d.check_nvcc({"nvcc": None}, "13.0").ok is False
+    assert d.check_nvcc({**H200_GREEN["nvcc"], "ninja": None}, "13.0").fix == "pip install ninja"
+    wrong = d.check_nvcc({**H200_GREEN["nvcc"], "nvcc_version": "12.4"}, "13.0")
+    assert wrong.ok is False and "CUDA 13.x" in wrong.fix
+
+
+def test_check_env_settings():
+    assert d.check_no_download({"FLASHINFER_NO_DOWNLOAD": "1"}).ok is True
+    nd = d.check_no_download({})
+    assert nd.ok is None and nd.fix.startswith("export FLASHINFER_NO_DOWNLOAD=1")
+    gpu = H200_GREEN["gpu"]
+    assert d.check_arch_list({}, gpu).ok is True
+    assert d.check_arch_list({"FLASHINFER_CUDA_ARCH_LIST": "8.0 9.0a"}, gpu).ok is True
+    bad = d.check_arch_list({"FLASHINFER_CUDA_ARCH_LIST": "10.0a"}, gpu)
+    assert bad.ok is False and bad.fix == ("export FLASHINFER_CUDA_ARCH_LIST=9.0a (space-separated "
+                                           "major.minor)")
+
+
+def test_cpu_only_probes_give_only_machine_independent_checks():
+    probes = with_(H200_GREEN, gpu={"name": None, "error": "NVMLError_DriverNotLoaded"},
+                   torch_cuda=None, stack=None, timer_probe=None)
+    checks = checks_of(probes)
+    names = [c.name for c in checks]
+    assert names == ["gpu", "flashinfer_wheel", "flashinfer_checkout", "flashinfer_version_match",
+                     "nvcc", "no_download"]
+    assert d.verdict_line(checks).startswith("NOT READY: no NVIDIA GPU/driver found (NVML: "
+                                             "NVMLError_DriverNotLoaded)")
+
+
+def test_warnings_alone_keep_ready():
+    checks = [d.Check("a", True, "x"), d.Check("b", None, "y", "z")]
+    assert d.ready(checks) and d.verdict_line(checks) == "READY: this set-up can produce " \
+                                                        "trustworthy kernel times (1 warning(s): b)."
+
+
+def test_json_shape():
+    checks = checks_of(H200_GREEN)
+    payload = json.loads(d.to_json(checks, H200_GREEN, 0))
+    assert payload["ready"] is True and payload["gpu_index"] == 0
+    assert all(set(c) == {"name", "ok", "detail", "fix"} for c in payload["checks"])
+    assert [c["name"] for c in payload["checks"]] == [c.name for c in checks]
+    assert payload["probes"]["gpu"]["name"] == "NVIDIA H200"
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "check_env.py"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+cpu_only = pytest.mark.skipif(has_cuda(), reason="CPU-only behaviour")
+
+
+@cpu_only
+def test_cli_on_cpu_machine_says_so_and_exits_1():
+    r = _cli()
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr + r.stdout
+    assert "[FAIL] gpu: no NVIDIA GPU/driver found (NVML: " in r.stdout
+    assert r.stdout.strip().splitlines()[-1].startswith("NOT READY: no NVIDIA GPU/driver found")
+
+
+@cpu_only
+def test_cli_json_on_cpu_machine(tmp_path):
+    r = _cli("--json", "--flashinfer_repo", str(tmp_path))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    payload = json.loads(r.stdout)
+    assert payload["ready"] is False
+    checks = {c["name"]: c for c in payload["checks"]}
+    assert checks["gpu"]["ok"] is False
+    assert checks["flashinfer_checkout"]["ok"] is False  # tmp_path has no benchmarks/
+
+
+def test_cli_bad_gpu_index_is_a_usage_error(capsys):
+    assert d.main(["--gpu", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: --gpu=-1: must be a CUDA device index >= 0, e.g. --gpu 0"
+
+
+def test_cli_rejects_abbreviations_and_documents_every_flag():
+    r = _cli("--flashinfer", "x")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: --flashinfer=") and "did you mean --flashinfer_repo?" in r.stderr
+    help_text = _cli("--help").stdout
+    for flag in ("--flashinfer_repo", "--gpu", "--json", "exit status"):
+        assert flag in help_text

@@ -1,0 +1,170 @@
+"""Activation-quantization timing: which kernel/layout each with_quant case gets, and the Triton
+kernels against a torch reference (GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from conftest import requires_gpu
+from benchmark_model_kernels.run import quant_timing as qt
+from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.run.results import RunSettings
+from benchmark_model_kernels.run.timing import UnsupportedCase
+
+
+def gemm_case(routine, dtype, backend, m=8, n=6144, k=4096, variant="", driver_args=(), phys_k=None):
+    logical = GemmShape(m, n, k)
+    physical = GemmShape(m, n, phys_k or k)
+    return Case(case_id=f"gemm.q.m{m}.{dtype}.{backend}.q", kind="gemm", name="q", modules=(),
+                layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=logical,
+                physical=physical, variant=variant, with_quant=True, driver_args=driver_args)
+
+
+def moe_case(routine, dtype, backend, m=8, hidden=2048, phys_hidden=None, variant=""):
+    logical = MoeShape(m, hidden, 768, 128, 128, 8)
+    physical = MoeShape(m, phys_hidden or hidden, 768, 128, 128, 8)
+    return Case(case_id=f"moe.e.m{m}.{dtype}.{backend}.q", kind="moe", name="experts", modules=(),
+                layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=logical,
+                physical=physical, variant=variant, with_quant=True, activation="Swiglu")
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        (gemm_case("bmm_fp8", "fp8", "cudnn"), qt.QuantSpec("fp8_per_tensor", 8, 4096)),
+        (gemm_case("mm_fp8", "fp8", "trtllm_low_latency"), qt.QuantSpec("fp8_per_tensor", 8, 4096)),
+        (gemm_case("torch._scaled_mm", "fp8", "torch", variant="per_tensor"),
+         qt.QuantSpec("fp8_per_tensor", 8, 4096)),
+        (gemm_case("torch._scaled_mm", "fp8", "torch", variant="per_token"),
+         qt.QuantSpec("fp8_per_token", 8, 4096)),
+        (moe_case("trtllm_fp8_per_tensor_scale_moe", "fp8", "trtllm", m=64),
+         qt.QuantSpec("fp8_per_tensor", 64, 2048)),
+        (moe_case("torch._scaled_grouped_mm", "fp8", "torch", m=64),
+         qt.QuantSpec("fp8_per_token", 64, 2048)),
+        # NVFP4: physical (padded) K / hidden is what gets quantized
+        (gemm_case("mm_fp4", "nvfp4", "cutlass", k=4000, phys_k=4032),
+         qt.QuantSpec("nvfp4", 8, 4032, "128x4")),
+        (gemm_case("mm_fp4", "nvfp4", "trtllm"), qt.QuantSpec("nvfp4", 8, 4096, "8x4")),
+        (gemm_case("mm_fp4", "nvfp4", "trtllm", driver_args=("--routine", "mm_fp4", "--use_128x4_sf_layout")),
+         qt.QuantSpec("nvfp4", 8, 4096, "128x4")),
+        (moe_case("cutlass_fused_moe", "nvfp4", "cutlass", variant="quantized_input"),
+         qt.QuantSpec("nvfp4", 8, 2048, "128x4")),
+        (moe_case("trtllm_fp4_block_scale_moe", "nvfp4", "trtllm", hidden=2880, phys_hidden=3072),
+         qt.QuantSpec("nvfp4", 8, 3072, "linear")),
+        (moe_case("cute_dsl_fp4_block_scale_moe", "nvfp4", "cute-dsl"),
+         qt.QuantSpec("nvfp4", 8, 2048, "linear")),
+    ],
+    ids=lambda v: v.case_id if isinstance(v, Case) else v.method,
+)
+def test_quant_spec(case, expected):
+    assert qt.quant_spec(case) == expected
+
+
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        (gemm_case("mm_bf16", "bf16", "cudnn"), "BF16 rows have no activation quantization"),
+        (moe_case("cutlass_fused_moe", "nvfp4", "cutlass"), "quantizes inside the kernel"),
+        (gemm_case("mm_fp4", "nvfp4", "cutlass", k=4008), "K % 16 == 0"),
+    ],
+)
+def test_quant_spec_without_separate_quant_is_unsupported(case, match):
+    with pytest.raises(UnsupportedCase, match=match):
+        qt.quant_spec(case)
+
+
+def test_describe_and_note():
+    assert qt.QuantSpec("nvfp4", 8, 4096, "8x4").describe() == (
+        "nvfp4 quantization of a [8, 4096] BF16 activation, 8x4 scale factors")
+    note = qt.QUANT_TIMING_NOTE
+    for needle in ("ONE fused kernel", "Triton", "fp4_quantize", "SM100+", "cold L2", "CUPTI"):
+        assert needle in note
+
+
+def test_heavy_modules_are_imported_lazily():
+    """Importing these modules (CPU preview, report) must not pull torch, triton or flashinfer."""
+    import os
+    import subprocess
+    import sys
+
+    scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import benchmark_model_kernels.run.quant_timing, benchmark_model_kernels.run.torch_backend\n"
+        "import benchmark_model_kernels.run.roofline, benchmark_model_kernels.run.timing\n"
+        "print(sorted(m for m in ('torch', 'triton', 'flashinfer', 'numpy') if m in sys.modules))"
+    ) % scripts
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------- GPU
+
+
+def _has_triton():
+    return importlib.util.find_spec("triton") is not None
+
+
+@requires_gpu
+@pytest.mark.skipif(not _has_triton(), reason="needs triton")
+@pytest.mark.parametrize("rows, cols", [(1, 4096), (7, 2880), (512, 7168), (3, 30000)])
+def test_fp8_per_tensor_kernel_matches_torch(rows, cols):
+    import torch
+
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16) * 3
+    x[0, 0] = 1e4  # saturates
+    inv_scale = torch.tensor([448.0 / 20.0], device="cuda")
+    got = qt.fp8_quant_per_tensor(x, inv_scale)
+    ref = (x.float() * inv_scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+    assert got.dtype == torch.float8_e4m3fn and got.shape == x.shape
+    assert float(got[0, 0].float()) == 448.0
+    _assert_fp8_close(got, ref)
+
+
+@requires_gpu
+@pytest.mark.skipif(not _has_triton(), reason="needs triton")
+@pytest.mark.parametrize("rows, cols", [(1, 4096), (7, 2880), (512, 7168), (3, 30000)])
+def test_fp8_per_token_kernel_matches_torch(rows, cols):
+    import torch
+
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    x[-1] *= 100
+    got, scale = qt.fp8_quant_per_token(x)
+    amax = x.float().abs().amax(-1)
+    assert torch.allclose(scale, amax / 448.0, rtol=1e-6)
+    ref = (x.float() / (amax / 448.0)[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    _assert_fp8_close(got, ref)
+    deq = got.float() * scale[:, None]
+    assert float(((deq - x.float()).abs() / amax[:, None]).max()) < 0.07
+
+
+def _assert_fp8_close(got, ref):
+    import torch
+
+    diff = got.view(torch.uint8) != ref.view(torch.uint8)
+    # Same rounding is expected; allow a rare one-ulp tie difference, never more.
+    assert float(diff.float().mean()) < 1e-3
+    g, r = got.float(), ref.float()
+    assert bool(((g - r).abs() <= 0.125 * r.abs() + 2.0**-9).all())
+
+
+@requires_gpu
+@pytest.mark.skipif(not _has_triton() or importlib.util.find_spec("flashinfer") is None,
+                    reason="needs triton and flashinfer")
+def test_measure_quant_on_gpu():
+    import torch
+
+    settings = RunSettings(dry_run_iters=2, num_iters=5)
+    for case in (gemm_case("bmm_fp8", "fp8", "cudnn"),
+                 gemm_case("torch._scaled_mm", "fp8", "torch", m=512, variant="per_token")):
+        m = qt.measure_quant(case, settings)
+        assert 0 < m.median_us < 1000 and m.timer in ("cupti", "cuda_graph", "cuda_events")
+    nvfp4 = gemm_case("mm_fp4", "nvfp4", "cutlass")
+    major, minor = torch.cuda.get_device_capability()
+    if major < 10:
+        with pytest.raises(UnsupportedCase, match=f"SM100\\+; this GPU is sm_{major}{minor}"):
+            qt.measure_quant(nvfp4, settings)
+    else:
+        assert qt.measure_quant(nvfp4, settings).median_us > 0
