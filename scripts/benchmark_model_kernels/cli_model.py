@@ -8,10 +8,10 @@ import argparse
 import gc
 import os
 import sys
-import tempfile
 
 from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from .files import write_text_atomic
 from .report import report
 from .run import runner
 
@@ -89,16 +89,7 @@ def check_plan_json_path(path: str) -> None:
 
 def write_plan_json(plan, path: str) -> None:
     """Write atomically (temp file + rename in the same folder): only PATH itself is replaced."""
-    parent = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".plan-", suffix=".json.tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(plan.to_json() + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text_atomic(path, plan.to_json() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 
 from ..vllm_rules.layers import KEPT_IN_BF16, kept_in_bf16
 from ..errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from ..files import write_text_atomic
 from ..run.results import RESULTS_JSON, RESULTS_SCHEMA_VERSION, Row, load_results, rows_of
 
 REPORT_MD = "report.md"
@@ -1069,10 +1070,7 @@ def write_report(workdirs: Sequence[str], out_dir: str | None = None) -> str:
              "references/report.md explains every section.", ""]
 
     path = os.path.join(out, REPORT_MD)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(body))
-    os.replace(tmp, path)
+    write_text_atomic(path, "\n".join(body))
     return path
 
 

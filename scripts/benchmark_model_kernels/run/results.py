@@ -127,15 +127,6 @@ def row_from_dict(d: dict[str, Any]) -> Row:
     return Row(**{k: v for k, v in d.items() if k in names})
 
 
-def write_json_atomic(path: str, payload: dict[str, Any]) -> None:
-    """Write JSON through a temp file + rename so a crash never leaves half a file."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(payload, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def load_results(path: str) -> dict[str, Any]:
     """Read a results.json (a path to the file or to its workdir)."""
     if os.path.isdir(path):

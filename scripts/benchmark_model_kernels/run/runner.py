@@ -37,6 +37,7 @@ from ..cases import build as case_building
 from ..cases.build import check_filters
 from ..cases.schema import DTYPES, Case, GemmShape, MoeShape
 from ..errors import EXIT_USAGE, UsageError
+from ..files import write_json_atomic, write_text_atomic
 from ..plan.schema import Plan
 from . import roofline
 from .driver import (
@@ -60,7 +61,6 @@ from .results import (
     csv_text,
     load_results,
     rows_of,
-    write_json_atomic,
 )
 
 #: What the run records as results.json["environment"], given the --flashinfer_repo (the CLIs pass
@@ -312,13 +312,6 @@ def testlist_text(cases: Iterable[Case], settings: RunSettings) -> str:
         line = shlex.join(driver_argv(c, settings))
         lines.append(f"# unsupported ({c.skip_reason}): {line}" if c.skip_reason else line)
     return "\n".join(lines) + "\n"
-
-
-def _write_text_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def job_of(case: Case) -> str:
@@ -643,7 +636,7 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
     if resume:
         print(f"resume: kept {len(kept)} of {n_prev} earlier rows; "
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
-    _write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
+    write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
     header = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "tool": {"name": "benchmark-model-kernels", "version": __version__},
@@ -663,12 +656,12 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
     except KeyboardInterrupt:
         runner.save()
         done = [runner.rows[c.case_id] for c in cases if c.case_id in runner.rows]
-        _write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(done))
+        write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(done))
         print(f"interrupted after {len(done)} of {len(cases)} rows; results.json and the CSV hold "
               "them; continue with the same command plus --resume", file=progress)
         return 130
     runner.save()
-    _write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows))
+    write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows))
     if report is not None:
         _write_report(report, workdir, progress)
     failed = [r for r in rows if r.status == "failed"]
@@ -699,14 +692,14 @@ def dry_run(cases: list[Case], settings: RunSettings, workdir: str, out: TextIO 
         print("no GPU visible: compute-capability limits not applied (they are decided at run time)",
               file=out)
     os.makedirs(workdir, exist_ok=True)
-    _write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
+    write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
     listing = []
     for c in cases:
         d = case_to_dict(c)
         d["job"] = job_of(c)
         d["driver_argv"] = driver_argv(c, settings) if d["job"] == "driver" else []
         listing.append(d)
-    _write_text_atomic(os.path.join(workdir, CASES_JSON),
+    write_text_atomic(os.path.join(workdir, CASES_JSON),
                        json.dumps({"settings": asdict(settings), "cases": listing}, indent=1) + "\n")
     print(summary_table(cases), file=out)
     print(f"dry run: {len(cases)} cases -> {os.path.join(workdir, TESTLIST)}, "
