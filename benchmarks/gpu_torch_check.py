@@ -27,10 +27,8 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from benchmark_model_kernels.run import quant_timing  # noqa: E402
-from benchmark_model_kernels.run import roofline
-from benchmark_model_kernels.run import torch_backend
 from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape  # noqa: E402
+from benchmark_model_kernels.run import quant_timing, roofline, torch_backend  # noqa: E402
 from benchmark_model_kernels.run.results import Row, RunSettings  # noqa: E402
 from benchmark_model_kernels.run.timing import UnsupportedCase  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 runs whose unedited outputs are committed under references/examples/h200/.
+# The H200 runs whose unedited outputs are committed under examples/h200/.
 # From the project root on the GPU machine, after `source .devbundle/setup.sh`:
 #   bash benchmarks/h200_evidence.sh a OUTDIR   # GPU tests, doctor (good + mismatched CUPTI), Llama sweep
 #   bash benchmarks/h200_evidence.sh b OUTDIR   # Qwen3-30B-A3B TP=1 and TP=4

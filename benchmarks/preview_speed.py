@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ep", type=int, default=8, help="expert parallel size of the preview, e.g. --ep 8")
     args = ap.parse_args(argv)
     failed = False
-    print(f"{'model':<28} {'median s':>8} {'max s':>7} {'peak MB':>8}  target: < {WALL_TARGET_S} s, < {PEAK_TARGET_MB:.0f} MB")
+    print(f"{'model':<28} {'median s':>8} {'max s':>7} {'peak MB':>8}  "
+          f"target: < {WALL_TARGET_S} s, < {PEAK_TARGET_MB:.0f} MB")
     for model in args.models.split(","):
         runs = [measure(model, args.tp, args.ep) for _ in range(args.runs)]
         walls = [r[0] for r in runs]

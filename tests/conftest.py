@@ -1,39 +1,11 @@
-"""Test set-up: import the package from scripts/ (no install needed), locate the fixtures and
-../shared/configs. The test folders mirror the package's stage folders."""
+"""Test set-up: import the package from scripts/ (no install needed) and the shared test helpers
+(`support`, `helpers_runner`) from tests/. The test folders mirror the package's stage folders."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-import pytest
-
 TESTS = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(TESTS)
-#: Hand-made and captured inputs shared by the test folders.
-FIXTURES = os.path.join(TESTS, "fixtures")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, TESTS)  # shared helpers (helpers_runner) for the tests in every folder
-
-#: Real published config.json files, beside the checkout (never copied into it).
-SHARED_CONFIGS = os.path.join(os.path.dirname(ROOT), "shared", "configs")
-
-
-def shared_config_dir(name: str) -> str:
-    """Path of ../shared/configs/<name>, or skip the test when it is absent."""
-    path = os.path.join(SHARED_CONFIGS, name)
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        pytest.skip(f"../shared/configs/{name} not present")
-    return path
-
-
-def has_cuda() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
-requires_gpu = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
+sys.path.insert(0, os.path.join(os.path.dirname(TESTS), "scripts"))
+sys.path.insert(0, TESTS)

@@ -1,11 +1,15 @@
-"""Shared builders for the runner/driver plumbing tests (Cases made by hand, the stand-in driver)."""
+"""Shared builders for the run-stage plumbing tests: Cases made by hand, the stand-in driver, and
+`run_cases`, one run_plan into a fresh workdir that records results.json at every progress line."""
 
 from __future__ import annotations
 
+import io
 import os
 
 from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
 from benchmark_model_kernels.plan.schema import Routing
+from benchmark_model_kernels.run import runner
+from benchmark_model_kernels.run.results import RunSettings, load_results
 
 #: Stand-in FlashInfer checkout: benchmarks/flashinfer_benchmark.py misbehaves on magic N values
 #: (see its docstring). Its numbers are synthetic; tests only check plumbing with them.
@@ -37,3 +41,41 @@ def moe_case(intermediate: int = 768, *, m: int = 8) -> Case:
                 modules=("model.layers.*.mlp.experts",), layers=48, m=m, dtype="bf16",
                 backend="cutlass", routine="cutlass_fused_moe", logical=shape, physical=shape,
                 activation="Swiglu", routing=Routing(method="renormalize"), driver_args=args)
+
+
+GPU = ("NVIDIA H200", (9, 0))
+
+
+def settings(tmp_path, **kw) -> RunSettings:
+    """Short runs for the stand-in driver; the autotune cache inside the workdir run_cases uses."""
+    kw.setdefault("case_timeout", 30.0)
+    kw.setdefault("autotune_cache", str(tmp_path / "w" / "autotune_cache.json"))
+    return RunSettings(num_iters=3, dry_run_iters=1, **kw)
+
+
+class ResultsWatcher(io.StringIO):
+    """Progress stream that, at every progress line, records how many rows results.json holds."""
+
+    def __init__(self, workdir):
+        super().__init__()
+        self.workdir, self.seen = workdir, []
+
+    def write(self, s):
+        if s.startswith("["):
+            self.seen.append(len(load_results(self.workdir)["rows"]))
+        return super().write(s)
+
+
+def run_cases(tmp_path, cases, *, resume=False, **kw):
+    """run_plan `cases` into tmp_path/w with the stand-in driver: (exit code, results.json,
+    progress stream, workdir)."""
+    workdir = str(tmp_path / "w")
+    progress = ResultsWatcher(workdir)
+    rc = runner.run_plan(None, cases, settings(tmp_path, **kw), workdir, FAKE_REPO, GPU,
+                         resume=resume, command=["test"], progress=progress,
+                         environment=lambda repo: {"fake": True})
+    return rc, load_results(workdir), progress, workdir
+
+
+def by_id(results):
+    return {r["case_id"]: r for r in results["rows"]}

@@ -11,10 +11,9 @@ import sys
 import pytest
 
 from benchmark_model_kernels import cli_builtin
-from benchmark_model_kernels.run import runner
 from benchmark_model_kernels.cases.build import plan_from_shapes
 from benchmark_model_kernels.errors import UsageError
-
+from benchmark_model_kernels.run import flags
 from helpers_runner import FAKE_REPO, VALUE_ERROR
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,7 +106,7 @@ def test_bad_input_is_one_error_line_and_exit_2(tmp_path, args, starts):
 
 
 def test_torch_only_needs_no_checkout_but_a_gpu(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(runner, "detect_gpu", lambda: None)
+    monkeypatch.setattr(flags, "detect_gpu", lambda: None)
     rc = cli_builtin.main(["--nks", "64,64,a", "--backends", "torch", "--workdir", str(tmp_path / "w")])
     assert rc == 2 and "no CUDA GPU is visible" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "w" / "results.json")
@@ -133,7 +132,7 @@ def test_dry_run_from_nks_and_from_plan_json(tmp_path, capsys):
 
 
 def test_full_run_guard_and_resume_through_the_cli(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(runner, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
     monkeypatch.setattr(cli_builtin.environment, "collect", lambda repo: {"fake": True})
     w = str(tmp_path / "run")
     argv = ["--nks", f"4096,64,good {VALUE_ERROR},64,bad", "--ms", "8", "--dtypes", "bf16",
@@ -143,7 +142,7 @@ def test_full_run_guard_and_resume_through_the_cli(tmp_path, monkeypatch, capsys
     res = json.load(open(os.path.join(w, "results.json")))
     status = {r["case_id"]: r["status"] for r in res["rows"]}
     assert status == {"gemm.good.m8.bf16.cudnn": "ok", "gemm.good.m8.bf16.cutlass": "unsupported",
-                      f"gemm.bad.m8.bf16.cudnn": "failed", "gemm.bad.m8.bf16.cutlass": "unsupported"}
+                      "gemm.bad.m8.bf16.cudnn": "failed", "gemm.bad.m8.bf16.cutlass": "unsupported"}
     assert res["plan"]["gemms"][0]["name"] == "good"
     for f in ("testlist.txt", "driver.log", "combined_results.csv"):
         assert os.path.isfile(os.path.join(w, f))

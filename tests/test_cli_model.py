@@ -8,11 +8,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, shared_config_dir
 
-from benchmark_model_kernels import cli_model
+from benchmark_model_kernels import cli_builtin, cli_model
+from benchmark_model_kernels.env import doctor
 from benchmark_model_kernels.plan import planner
 from benchmark_model_kernels.plan.schema import ModelInfo, Plan, Unsupported
+from benchmark_model_kernels.report import report
+from benchmark_model_kernels.run import flags, runner
+from support import ROOT, shared_config_dir
 
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
         "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -99,7 +102,8 @@ def test_bad_inputs(tmp_path, capsys, monkeypatch):
     assert "multiple of --tp=4" in _err(["mixtral-8x7b", "--tp", "4", "--ep", "6", "--print_only"], capsys)
     assert "routed experts=8" in _err(["mixtral-8x7b", "--tp", "4", "--ep", "16", "--print_only"], capsys)
     assert "--tp=0" in _err(["llama-3.1-8b", "--tp", "0", "--print_only"], capsys)
-    assert "--plan_json" in _err(["llama-3.1-8b", "--print_only", "--plan_json", str(tmp_path / "no" / "p.json")], capsys)
+    no_folder = str(tmp_path / "no" / "p.json")
+    assert "--plan_json" in _err(["llama-3.1-8b", "--print_only", "--plan_json", no_folder], capsys)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert "local path" in _err(["org/model", "--print_only"], capsys)
 
@@ -153,7 +157,7 @@ def test_sweep_runs_each_setting_into_its_own_workdir_and_writes_one_comparison_
         return 0
 
     monkeypatch.setattr(cli_model.runner, "run_from_args", fake_run)
-    monkeypatch.setattr(cli_model.runner, "validate_args", lambda *a, **k: None)  # no GPU here
+    monkeypatch.setattr(cli_model.flags, "validate_args", lambda *a, **k: None)  # no GPU here
     wd = tmp_path / "cmp"
     rc, out, err = run(["llama-3.1-8b", "qwen3-30b-a3b", "--tp", "1", "2", "--workdir", str(wd),
                         "--ms", "8"], capsys)
@@ -191,11 +195,6 @@ def test_dry_run_can_assume_a_target_gpu(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------------
 # Bad input across all four CLIs: exactly one `error: <field>=<value>: <fix>` line, exit 2, nothing
 # printed on stdout (run flags are checked before the planning and preview), nothing written.
-
-from benchmark_model_kernels import cli_builtin  # noqa: E402
-from benchmark_model_kernels.env import doctor
-from benchmark_model_kernels.report import report
-from benchmark_model_kernels.run import runner
 
 CLIS = {"model": cli_model.main, "builtin": cli_builtin.main, "doctor": doctor.main, "report": report.main}
 M = ["llama-3.1-8b"]
@@ -261,7 +260,7 @@ BAD_INPUT = [
 
 def _tree(root) -> dict[str, bytes]:
     out = {}
-    for dirpath, dirnames, files in os.walk(root):
+    for dirpath, _dirnames, files in os.walk(root):
         out[dirpath] = b"<dir>"
         for f in files:
             with open(os.path.join(dirpath, f), "rb") as fh:
@@ -271,7 +270,7 @@ def _tree(root) -> dict[str, bytes]:
 
 @pytest.fixture
 def bad_input_dirs(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "detect_gpu", lambda: None)  # the same on a GPU machine
+    monkeypatch.setattr(flags, "detect_gpu", lambda: None)  # the same on a GPU machine
     t = tmp_path / "t"
     t.mkdir()
     (t / "afile").write_text("keep me")
@@ -325,7 +324,7 @@ def test_scripts_print_one_error_line_and_no_usage_block(script, args, expected,
 def test_resuming_a_sweep_needs_results_in_only_one_of_its_runs(tmp_path, capsys, monkeypatch):
     # A sweep interrupted during its first run has no sub-workdir for the later runs yet: --resume
     # continues the first and starts the others fresh.
-    monkeypatch.setattr(runner, "detect_gpu", lambda: None)
+    monkeypatch.setattr(flags, "detect_gpu", lambda: None)
     wd = tmp_path / "sweep"
     first = wd / "llama-3.1-8b_tp1_ep1"
     first.mkdir(parents=True)

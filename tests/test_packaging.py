@@ -3,6 +3,7 @@ import, CLIs that accept the flags the docs use, README == CI, and the results s
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import re
@@ -12,9 +13,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT
-
 from benchmark_model_kernels.run.results import CSV_COLUMNS
+from support import ROOT
 
 
 def read(rel: str) -> str:
@@ -89,6 +89,45 @@ def test_every_reference_is_indexed():
     assert files
     unlisted = [f for f in files if f"]({f})" not in index]
     assert not unlisted, f"references/README.md does not list {unlisted}"
+
+
+#: Documentation whose citations must resolve inside the repository (examples/ is evidence: its
+#: reports quote the commands as they ran, machine paths included).
+DOCS = ("README.md", "SKILL.md", *(os.path.join("references", f) for f in sorted(
+    os.listdir(os.path.join(ROOT, "references"))) if f.endswith(".md")))
+#: A path into the repository as the docs cite it: scripts/..., tests/..., benchmarks/..., examples/...
+REPO_PATH = re.compile(r"(?<![\w/.])((?:scripts|tests|benchmarks|examples|references)/[\w./-]*\w)(\*?)")
+#: Paths inside a FlashInfer source checkout (the driver the runner drives), not in this repository.
+FLASHINFER_PATHS = ("benchmarks/flashinfer_benchmark.py", "benchmarks/routines/")
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_path_a_doc_cites_is_in_the_repository(doc):
+    text = read(doc)
+    missing = []
+    for cited, star in sorted(set(REPO_PATH.findall(text))):
+        path = cited.split("::")[0]
+        if path.startswith(FLASHINFER_PATHS):
+            continue
+        if star:
+            if not glob.glob(os.path.join(ROOT, path + "*")):
+                missing.append(cited + star)
+        elif not os.path.exists(os.path.join(ROOT, path)):
+            missing.append(cited)
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        if not os.path.exists(os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), target))):
+            missing.append(target)
+    assert not missing, f"{doc} cites what the repository does not hold: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_no_doc_points_outside_the_repository(doc):
+    text = read(doc)
+    # ../shared/configs is named only as what some tests read when it is there (they skip without it)
+    outside = re.findall(r"(?:/work/|/root/|/home/\w+/|\.\./shared/(?!configs)|shared/research/)\S*", text)
+    assert not outside, f"{doc} points at files that do not ship: {outside}"
 
 
 # ---------------------------------------------------------------- commands in the docs

@@ -6,7 +6,7 @@
     benchmark_via_builtin.py --moe_hidden 2048 --moe_intermediate 768 --moe_experts 128 \\
         --moe_top_k 8 --ms 8 64 --dry_run --workdir runs/moe
 
-Same runner as `benchmark_model.py` (runner.py): outputs, exit codes and --resume behave the same.
+Same runner as `benchmark_model.py` (run/runner.py): outputs, exit codes and --resume behave the same.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import sys
 
 from .cases.build import plan_from_shapes
 from .env import environment
-from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from .errors import OneLineArgumentParser, UsageError, cli_main
 from .plan.schema import MoeEntry, Plan, Routing
 from .report import report
+from .run.flags import add_run_arguments
 from .run.roofline import NON_GATED_ACTIVATIONS
-from .run.runner import add_run_arguments, run_from_args
+from .run.runner import run_from_args
 
 #: FlashInfer ActivationType names accepted by --moe_activation (flashinfer/tllm_enums.py:66-78).
 ACTIVATIONS = ("Swiglu", "Geglu", "SwigluBias", "Relu2", "Gelu", "Relu", "Silu", "SwigluStep",
@@ -44,7 +45,8 @@ def parse_nks(values: list[str]) -> list[tuple[int, int, str]]:
                 except ValueError:
                     v = 0
                 if v < 1:
-                    raise UsageError("--nks", item, f"{label}={s!r} must be a positive integer, e.g. 6144,4096,qkv_proj")
+                    raise UsageError("--nks", item,
+                                     f"{label}={s!r} must be a positive integer, e.g. 6144,4096,qkv_proj")
                 dims.append(v)
             if not name:
                 raise UsageError("--nks", item, "the name must not be empty, e.g. 6144,4096,qkv_proj")
@@ -174,13 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    def run() -> int:
         args = build_parser().parse_args(argv)
         plan = plan_from_args(args)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    return run_from_args(args, plan, environment=environment.collect, report=report.write_report)
+        return run_from_args(args, plan, environment=environment.collect, report=report.write_report)
+
+    return cli_main(run)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,21 @@
 """`benchmark_model.py`: plan a model's per-rank GEMM / fused-MoE shapes, preview them, and (with the
-runner) time them. This module owns the planning half; `run/runner.py` adds and handles the run
-flags."""
+runner) time them. This module owns the planning half; `run/flags.py` adds and checks the run
+flags, `run/runner.py` runs the plan."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import sys
 
 from .env import environment
-from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
 from .files import write_text_atomic
+from .plan import config_source, planner, preview
 from .report import report
-from .run import runner
+from .run import flags, runner
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
 DERIVED_FLAGS = ("--nks", "--moe_")
@@ -60,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan_json", default=None, metavar="PATH",
                    help="also write the plan as JSON to PATH (the runner's input), e.g. --plan_json plan.json")
     p.add_argument("--list_models", action="store_true", help="list the bundled model names and exit")
-    runner.add_run_arguments(p)
+    flags.add_run_arguments(p)
     return p
 
 
@@ -96,11 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry. Called as a program (argv None) for a preview, it ends the process itself."""
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        rc = _main(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        rc = EXIT_USAGE
+    rc = cli_main(lambda: _main(argv))
     if as_program and ("--print_only" in argv or "--list_models" in argv):
         # Interpreter teardown of torch + transformers costs ~0.8 s (a quarter of the 3 s preview
         # budget) and a preview holds nothing to clean up: the plan JSON is already renamed into
@@ -135,16 +133,12 @@ def _main(argv: list[str]) -> int:
     reject_derived_flags(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .plan import config_source
-
     if args.list_models:
         for name in config_source.list_bundled():
             print(name)
         return 0
     if not args.model:
         raise UsageError("MODEL", "(missing)", "give a bundled name (--list_models), a config path or a Hub ID")
-    from .plan import planner
-
     runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
     for _, tp, ep in runs:  # every setting is validated before any work starts
         planner.check_parallel(tp, ep)
@@ -160,7 +154,7 @@ def _main(argv: list[str]) -> int:
         # Bad run flags fail now, in a second, not after the planning and preview of every run.
         subs = ([args.workdir] if len(runs) == 1
                 else [os.path.join(args.workdir, run_label(*r)) for r in runs])
-        runner.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1)
+        flags.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1)
     if len(runs) == 1:
         model, tp, ep = runs[0]
         return _plan_and_run(args, model, tp, ep, getattr(args, "workdir", None))
@@ -172,11 +166,8 @@ def _main(argv: list[str]) -> int:
         sub = os.path.join(args.workdir, label) if not args.print_only else None
         if sub:
             os.makedirs(args.workdir, exist_ok=True)
-        try:
-            code = _plan_and_run(args, model, tp, ep, sub)
-        except UsageError as e:  # one bad model must not cost the others their runs
-            print(f"error: {e}", file=sys.stderr)
-            code = EXIT_USAGE
+        # One bad model must not cost the others their runs: its error is printed, the sweep goes on.
+        code = cli_main(functools.partial(_plan_and_run, args, model, tp, ep, sub))
         rc = max(rc, code)
         if sub and os.path.isfile(os.path.join(sub, "results.json")):
             done.append(sub)
@@ -189,9 +180,6 @@ def _main(argv: list[str]) -> int:
 
 
 def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
-    from .plan import planner
-    from .plan import preview
-
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
     gc.disable()

@@ -97,7 +97,7 @@ def render_file(text: str, blocks: dict[str, Callable[[], str]]) -> str:
         pattern = _block_re(name)
         if not pattern.search(text):
             raise ValueError(f"marker for generated block {name!r} is missing")
-        text = pattern.sub(lambda m: m.group(1) + render() + "\n" + m.group(3), text)
+        text = pattern.sub(lambda m, render=render: m.group(1) + render() + "\n" + m.group(3), text)
     return text
 
 

@@ -1,12 +1,15 @@
 """The one error type a user ever sees from this tool: a bad input, reported on one line.
 
-CLIs catch `UsageError`, print `error: <message>` to stderr and exit with code 2 (no traceback).
+CLIs run their work through `cli_main`, which turns a `UsageError` into one `error: <message>`
+line on stderr and exit code 2 (no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
+from typing import Callable, NoReturn
 
 EXIT_USAGE = 2
 
@@ -21,6 +24,16 @@ class UsageError(Exception):
     def __init__(self, field: str, value: object, fix: str):
         self.field, self.value, self.fix = field, value, fix
         super().__init__(f"{field}={value}: {fix}")
+
+
+def cli_main(run: Callable[[], int]) -> int:
+    """`run()`'s exit code; a UsageError it raises becomes one `error: <message>` line on stderr
+    and EXIT_USAGE. Any other exception propagates (a bug must show its traceback)."""
+    try:
+        return run()
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _example_for(parser: argparse.ArgumentParser, flag: str) -> str:
@@ -72,5 +85,5 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose parse errors raise UsageError (one `error:` line, exit 2, printed by
     the CLI's main) instead of printing the usage block; --help is unchanged."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise usage_error_from_argparse(self, message)

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from benchmark_model_kernels.cases import backends as bk
 from benchmark_model_kernels import docs_tables
+from benchmark_model_kernels.cases import backends as bk
 from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
 from benchmark_model_kernels.plan.schema import Routing
 

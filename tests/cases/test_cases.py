@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark_model_kernels.cases.schema import DTYPES, Case
 from benchmark_model_kernels.cases.build import build_cases, plan_from_shapes
+from benchmark_model_kernels.cases.schema import DTYPES, Case
 from benchmark_model_kernels.errors import UsageError
 from benchmark_model_kernels.plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 

@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, has_cuda
-
 from benchmark_model_kernels.env import doctor as d
+from support import ROOT, has_cuda
 
 OWN_PID = 4242
 

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from conftest import has_cuda, requires_gpu
-
 from benchmark_model_kernels.env import environment as env
+from benchmark_model_kernels.env import gpu, versions
+from support import has_cuda, requires_gpu
 
 SPEC_VERSION_KEYS = {"python", "torch", "cuda_runtime", "driver", "flashinfer_wheel",
                      "flashinfer_checkout", "flashinfer_checkout_commit", "cupti_python",
@@ -29,7 +29,7 @@ SPEC_GPU_KEYS = {"name", "compute_capability", "sm_count", "memory_gb", "clocks_
                                        (" 13.4.0rc1", "13.4"), ("", None), (None, None),
                                        ("cu130", None)])
 def test_major_minor(raw, want):
-    assert env.major_minor(raw) == want
+    assert versions.major_minor(raw) == want
 
 
 @pytest.mark.parametrize("wheel, checkout, want", [
@@ -41,7 +41,7 @@ def test_major_minor(raw, want):
     (None, "0.6.17", None),
 ])
 def test_versions_match(wheel, checkout, want):
-    assert env.versions_match(wheel, checkout) is want
+    assert versions.versions_match(wheel, checkout) is want
 
 
 @pytest.mark.parametrize("a, b, want", [
@@ -54,7 +54,7 @@ def test_versions_match(wheel, checkout, want):
     (None, "a0a6b019", None),
 ])
 def test_commits_match(a, b, want):
-    assert env.commits_match(a, b) is want
+    assert versions.commits_match(a, b) is want
 
 
 # ---------------------------------------------------------------- the cupti-python fix
@@ -70,17 +70,17 @@ def test_commits_match(a, b, want):
     (None, "13.1", "pip install 'cupti-python==13.1.*'"),
 ])
 def test_cupti_fix_command(runtime, driver, want):
-    assert env.cupti_fix_command(runtime, driver) == want
+    assert versions.cupti_fix_command(runtime, driver) == want
 
 
 def test_cupti_fix_on_cuda12_says_no_pip_fix_exists():
-    fix = env.cupti_fix_command("12.8", "12.9")
+    fix = versions.cupti_fix_command("12.8", "12.9")
     assert "cupti-python>=13" in fix and "12.8" in fix and "--allow_cuda_events" in fix
     assert not fix.startswith("pip install")
 
 
 def test_cupti_fix_unknown_stack_is_still_a_command():
-    assert env.cupti_fix_command(None, None).startswith("pip install 'cupti-python>=13'")
+    assert versions.cupti_fix_command(None, None).startswith("pip install 'cupti-python>=13'")
 
 
 # ---------------------------------------------------------------- FlashInfer checkout facts
@@ -109,7 +109,7 @@ def checkout(tmp_path):
 
 
 def test_checkout_facts_from_a_real_git_repo(checkout):
-    facts = env.flashinfer_checkout(str(checkout))
+    facts = versions.flashinfer_checkout(str(checkout))
     assert facts["exists"] is True
     assert facts["driver"] == str(checkout / "benchmarks" / "flashinfer_benchmark.py")
     assert facts["version"] == "0.6.17"
@@ -124,27 +124,27 @@ def test_commit_read_from_packed_refs_and_detached_head(checkout):
     second = _git(checkout, "rev-parse", "HEAD")
     _git(checkout, "pack-refs", "--all")
     assert not (checkout / ".git" / "refs" / "heads" / "main").exists()
-    assert env.git_head_commit(str(checkout)) == second
+    assert versions.git_head_commit(str(checkout)) == second
     _git(checkout, "checkout", "-q", first)
-    assert env.git_head_commit(str(checkout)) == first
+    assert versions.git_head_commit(str(checkout)) == first
 
 
 def test_checkout_without_git_or_version_txt(tmp_path):
     """The H200 bundle's checkout: only benchmarks/, so version and commit are unknown (None)."""
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "flashinfer_benchmark.py").write_text("")
-    facts = env.flashinfer_checkout(str(tmp_path))
+    facts = versions.flashinfer_checkout(str(tmp_path))
     assert facts["driver"] and facts["version"] is None and facts["commit"] is None
 
 
 def test_checkout_missing_and_not_given(tmp_path):
-    missing = env.flashinfer_checkout(str(tmp_path / "nope"))
+    missing = versions.flashinfer_checkout(str(tmp_path / "nope"))
     assert missing["exists"] is False and missing["driver"] is None
-    assert env.flashinfer_checkout(None)["path"] is None
+    assert versions.flashinfer_checkout(None)["path"] is None
 
 
 def test_wheel_commit_read_without_importing(tmp_path, monkeypatch):
-    if env._dist_version("flashinfer-python", "flashinfer"):
+    if versions.dist_version("flashinfer-python", "flashinfer"):
         pytest.skip("a real flashinfer is installed; this test plants a stand-in package")
     pkg = tmp_path / "flashinfer"
     pkg.mkdir()
@@ -153,7 +153,7 @@ def test_wheel_commit_read_without_importing(tmp_path, monkeypatch):
     (pkg / "_build_meta.py").write_text('__version__ = "0.6.17"\n'
                                         '__git_commit__ = "a0a6b019b9b27d49d209f85d028a1ae5a9b347d7"\n')
     monkeypatch.syspath_prepend(str(tmp_path))
-    wheel = env.flashinfer_wheel()
+    wheel = versions.flashinfer_wheel()
     assert wheel == {"version": "0.6.17", "commit": "a0a6b019b9b27d49d209f85d028a1ae5a9b347d7",
                      "path": str(pkg)}
     assert "flashinfer" not in sys.modules
@@ -188,17 +188,17 @@ def test_nvml_index_follows_cuda_visible_devices(monkeypatch, visible, index, wa
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert env._nvml_index(index) == want
+    assert gpu._nvml_index(index) == want
 
 
 def test_nvml_index_out_of_range(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     with pytest.raises(IndexError):
-        env._nvml_index(1)
+        gpu._nvml_index(1)
 
 
 def test_sm_count_from_driver_needs_no_torch():
-    count = env.sm_count_from_driver(0)
+    count = gpu.sm_count_from_driver(0)
     if has_cuda():
         import torch
 
@@ -212,7 +212,7 @@ def test_nvcc_info_runs_the_nvcc_it_finds(tmp_path, monkeypatch):
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n")
     nvcc.chmod(0o755)
     monkeypatch.setenv("FLASHINFER_NVCC", str(nvcc))
-    info = env.nvcc_info()
+    info = gpu.nvcc_info()
     assert info["nvcc"] == str(nvcc) and info["nvcc_version"] == "12.4"
 
 
@@ -232,14 +232,14 @@ def test_collect_never_raises_and_has_the_documented_keys(tmp_path):
 def test_probe_timer_without_gpu_reports_instead_of_raising():
     if has_cuda():
         pytest.skip("CPU-only behaviour")
-    out = env.probe_timer(0)
+    out = gpu.probe_timer(0)
     assert out["timer"] is None and out["error"]
 
 
 @requires_gpu
 def test_probe_timer_on_gpu_names_the_timer():
     pytest.importorskip("flashinfer")
-    out = env.probe_timer(0)
+    out = gpu.probe_timer(0)
     assert out["error"] is None, out
     assert out["timer"] in ("cupti", "cuda_graph", "cuda_events")
     assert out["median_us"] and out["median_us"] > 0

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from benchmark_model_kernels.plan import config_source
 from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.plan import config_source
 
 TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100}

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import shared_config_dir
 
-from benchmark_model_kernels.plan import config_source
-from benchmark_model_kernels.plan import meta_model
 from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.plan import config_source, meta_model
+from support import shared_config_dir
 
 
 def _raw(name):

@@ -7,11 +7,11 @@ import importlib.util
 
 import pytest
 
-from conftest import requires_gpu
-from benchmark_model_kernels.run import quant_timing as qt
 from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.run import quant_timing as qt
 from benchmark_model_kernels.run.results import RunSettings
 from benchmark_model_kernels.run.timing import UnsupportedCase
+from support import requires_gpu
 
 
 def gemm_case(routine, dtype, backend, m=8, n=6144, k=4096, variant="", driver_args=(), phys_k=None):

@@ -1,137 +1,158 @@
-"""Runner plumbing with the stand-in driver: statuses, crash isolation, timeouts, results.json after
-every case, resume, the overwrite guard, CSV and exit codes. Synthetic numbers, never measurements."""
+"""The run loop with the stand-in driver: statuses, crash isolation, timeouts, results.json after
+every case, resume, CSV and exit codes. Synthetic numbers, never measurements."""
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 
 import pytest
 
 from benchmark_model_kernels.run import runner
-from benchmark_model_kernels.errors import UsageError
-from benchmark_model_kernels.run.results import CSV_COLUMNS, RunSettings, load_results
-
+from benchmark_model_kernels.run.results import CSV_COLUMNS, Row, load_results
 from helpers_runner import (
     CUDA_ERROR,
     CUPTI_FALLBACK,
-    FAKE_REPO,
     HANG,
     NO_AUTOTUNE,
     NO_CONFIG,
     NOT_ON_CC,
     SEGFAULT,
     VALUE_ERROR,
+    by_id,
     gemm_case,
     moe_case,
+    run_cases,
 )
+from support import requires_gpu
 
-GPU = ("NVIDIA H200", (9, 0))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def settings(tmp_path, **kw):
-    kw.setdefault("case_timeout", 30.0)
-    kw.setdefault("autotune_cache", str(tmp_path / "w" / "autotune_cache.json"))
-    return RunSettings(num_iters=3, dry_run_iters=1, **kw)
-
-
-class ResultsWatcher(io.StringIO):
-    """Progress stream that, at every progress line, records how many rows results.json holds."""
-
-    def __init__(self, workdir):
-        super().__init__()
-        self.workdir, self.seen = workdir, []
-
-    def write(self, s):
-        if s.startswith("["):
-            self.seen.append(len(load_results(self.workdir)["rows"]))
-        return super().write(s)
+# ------------------------------------------------------------------ one run of every kind of case
+#: One case per behaviour of the stand-in driver, run once for the tests below (a worker start and
+#: two restarts: too slow to repeat per test).
+OK = gemm_case(4096)
+CRASH = gemm_case(SEGFAULT)
+REJECTED = gemm_case(NO_CONFIG, backend="cutlass")
+NOT_ON_THIS_CC = gemm_case(NOT_ON_CC)
+RAISES = gemm_case(VALUE_ERROR)
+CUDA_FAULT = gemm_case(CUDA_ERROR)
+OK_M64 = gemm_case(4096, m=64)
+KNOWN_UNSUPPORTED = gemm_case(512, skip="mm_fp4 needs SM100+; this GPU is sm_90")
+MOE = moe_case()
+MIXED = [OK, CRASH, REJECTED, NOT_ON_THIS_CC, RAISES, CUDA_FAULT, OK_M64, KNOWN_UNSUPPORTED, MOE]
 
 
-def run(tmp_path, cases, *, resume=False, **kw):
-    workdir = str(tmp_path / "w")
-    progress = ResultsWatcher(workdir)
-    rc = runner.run_plan(None, cases, settings(tmp_path, **kw), workdir, FAKE_REPO, GPU,
-                         resume=resume, command=["test"], progress=progress,
-                         environment=lambda repo: {"fake": True})
-    return rc, load_results(workdir), progress, workdir
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """(exit code, results.json, progress stream, workdir) of one run of MIXED."""
+    return run_cases(tmp_path_factory.mktemp("mixed"), MIXED)
 
 
-def by_id(results):
-    return {r["case_id"]: r for r in results["rows"]}
-
-
-def test_statuses_reasons_and_crash_isolation(tmp_path):
-    cases = [gemm_case(4096), gemm_case(SEGFAULT), gemm_case(NO_CONFIG, backend="cutlass"),
-             gemm_case(NOT_ON_CC), gemm_case(VALUE_ERROR), gemm_case(CUDA_ERROR),
-             gemm_case(4096, m=64), gemm_case(512, skip="mm_fp4 needs SM100+; this GPU is sm_90"),
-             moe_case()]
-    rc, res, progress, workdir = run(tmp_path, cases)
-    rows = by_id(res)
-    assert [r["case_id"] for r in res["rows"]] == [c.case_id for c in cases]  # case order
-    st = {cid: r["status"] for cid, r in rows.items()}
-    ok_ids = {cases[0].case_id, cases[6].case_id, cases[8].case_id}
-    assert {cid for cid, s in st.items() if s == "ok"} == ok_ids
-    assert st[cases[2].case_id] == st[cases[3].case_id] == st[cases[7].case_id] == "unsupported"
-    assert st[cases[1].case_id] == st[cases[4].case_id] == st[cases[5].case_id] == "failed"
-    assert rows[cases[1].case_id]["reason"].startswith("worker exited with signal 11 (SIGSEGV); last output:")
-    assert "does not support backend 'cutlass' with capability 90" in rows[cases[2].case_id]["reason"]
-    assert "not supported on compute capability 9.0" in rows[cases[3].case_id]["reason"]
-    assert rows[cases[4].case_id]["reason"].startswith("[ERROR] Error: Unsupported res dtype")
-    assert "illegal memory access" in rows[cases[5].case_id]["reason"]
-    assert rows[cases[7].case_id]["reason"] == "mm_fp4 needs SM100+; this GPU is sm_90"
-    ok = rows[cases[0].case_id]
-    assert ok["timer"] == "cupti" and ok["median_us"] > 0 and ok["phys_n"] == 4096
-    assert rows[cases[8].case_id]["intermediate"] == 768 and rows[cases[8].case_id]["routing_method"] == "renormalize"
+def test_mixed_run_keeps_case_order_and_exits_1(mixed):
+    rc, res, _, _ = mixed
+    assert [r["case_id"] for r in res["rows"]] == [c.case_id for c in MIXED]  # case order
     assert rc == 1
-    # results.json was rewritten after every case, before its progress line
-    assert progress.seen == list(range(1, len(cases) + 1))
-    assert "incomplete" not in res["notes"]
-    # driver.log delimits every launched case; the skipped one was never launched
+
+
+def test_each_case_gets_its_status(mixed):
+    st = {cid: r["status"] for cid, r in by_id(mixed[1]).items()}
+    ok_ids = {OK.case_id, OK_M64.case_id, MOE.case_id}
+    assert {cid for cid, s in st.items() if s == "ok"} == ok_ids
+    assert st[REJECTED.case_id] == st[NOT_ON_THIS_CC.case_id] == st[KNOWN_UNSUPPORTED.case_id] == "unsupported"
+    assert st[CRASH.case_id] == st[RAISES.case_id] == st[CUDA_FAULT.case_id] == "failed"
+
+
+def test_ok_rows_are_timed_with_cupti_and_carry_their_shapes(mixed):
+    rows = by_id(mixed[1])
+    ok = rows[OK.case_id]
+    assert ok["timer"] == "cupti" and ok["median_us"] > 0 and ok["phys_n"] == 4096
+    assert rows[MOE.case_id]["intermediate"] == 768 and rows[MOE.case_id]["routing_method"] == "renormalize"
+
+
+def test_crash_fails_only_its_case_quoting_the_last_output(mixed):
+    rows = by_id(mixed[1])
+    assert rows[CRASH.case_id]["reason"].startswith("worker exited with signal 11 (SIGSEGV); last output:")
+    assert "Segmentation fault" in open(os.path.join(mixed[3], "driver.log")).read()
+
+
+def test_probe_rejection_and_capability_skip_are_unsupported_in_the_drivers_words(mixed):
+    rows = by_id(mixed[1])
+    assert "does not support backend 'cutlass' with capability 90" in rows[REJECTED.case_id]["reason"]
+    assert "not supported on compute capability 9.0" in rows[NOT_ON_THIS_CC.case_id]["reason"]
+
+
+def test_known_unsupported_case_keeps_its_reason_and_is_never_launched(mixed):
+    _, res, _, workdir = mixed
+    assert by_id(res)[KNOWN_UNSUPPORTED.case_id]["reason"] == "mm_fp4 needs SM100+; this GPU is sm_90"
     log = open(os.path.join(workdir, "driver.log")).read()
-    assert log.count("===== BEGIN ") == len(cases) - 1
-    assert f"===== END {cases[0].case_id}: ok =====" in log
-    assert "Segmentation fault" in log
-    # CSV derived from results.json, with the schema's columns
-    with open(os.path.join(workdir, "combined_results.csv")) as f:
+    assert f"BEGIN {KNOWN_UNSUPPORTED.case_id} " not in log
+
+
+def test_driver_exception_and_cuda_error_are_failed_quoting_them(mixed):
+    rows = by_id(mixed[1])
+    assert rows[RAISES.case_id]["reason"].startswith("[ERROR] Error: Unsupported res dtype")
+    assert "illegal memory access" in rows[CUDA_FAULT.case_id]["reason"]
+
+
+def test_results_json_is_rewritten_after_every_case_before_its_progress_line(mixed):
+    _, res, progress, _ = mixed
+    assert progress.seen == list(range(1, len(MIXED) + 1))
+    assert "incomplete" not in res["notes"]
+
+
+def test_driver_log_delimits_every_launched_case(mixed):
+    log = open(os.path.join(mixed[3], "driver.log")).read()
+    assert log.count("===== BEGIN ") == len(MIXED) - 1  # all but the known-unsupported one
+    assert f"===== END {OK.case_id}: ok =====" in log
+
+
+def test_csv_is_derived_from_results_with_the_schema_columns(mixed):
+    with open(os.path.join(mixed[3], "combined_results.csv")) as f:
         table = list(csv.reader(f))
-    assert tuple(table[0]) == CSV_COLUMNS and len(table) == len(cases) + 1
-    # testlist: every driver case, the known-unsupported one commented out
-    tl = open(os.path.join(workdir, "testlist.txt")).read().splitlines()
+    assert tuple(table[0]) == CSV_COLUMNS and len(table) == len(MIXED) + 1
+
+
+def test_testlist_holds_every_driver_case_the_known_unsupported_one_commented_out(mixed):
+    tl = open(os.path.join(mixed[3], "testlist.txt")).read().splitlines()
     live = [ln for ln in tl if ln and not ln.startswith("#")]
-    assert len(live) == len(cases) - 1 and all(ln.startswith("--routine ") for ln in live)
+    assert len(live) == len(MIXED) - 1 and all(ln.startswith("--routine ") for ln in live)
     assert any(ln.startswith("# unsupported (mm_fp4 needs SM100+") for ln in tl)
+
+
+def test_results_header_records_command_environment_settings_and_notes(mixed):
+    res = mixed[1]
     assert res["command"] == ["test"] and res["environment"] == {"fake": True}
     assert res["settings"]["num_iters"] == 3 and "timing" in res["notes"]
 
 
+# ------------------------------------------------------------------------------- single behaviours
 def test_all_ok_exits_zero_and_progress_has_eta(tmp_path):
-    rc, res, progress, _ = run(tmp_path, [gemm_case(4096), gemm_case(2048)])
+    rc, res, progress, _ = run_cases(tmp_path, [gemm_case(4096), gemm_case(2048)])
     assert rc == 0 and all(r["status"] == "ok" for r in res["rows"])
     lines = progress.getvalue().splitlines()
     assert lines[0].startswith("[1/2] gemm g4096 m=8 bf16 cudnn ... ok ") and "ETA" in lines[0]
 
 
 def test_timeout_fails_only_that_case(tmp_path):
-    rc, res, _, _ = run(tmp_path, [gemm_case(HANG), gemm_case(4096)], case_timeout=2.0)
+    rc, res, _, _ = run_cases(tmp_path, [gemm_case(HANG), gemm_case(4096)], case_timeout=2.0)
     rows = by_id(res)
     assert rows[gemm_case(HANG).case_id]["reason"].startswith("timed out after 2 s")
     assert rows[gemm_case(4096).case_id]["status"] == "ok" and rc == 1
 
 
 def test_cupti_fallback_policy(tmp_path):
-    rc, res, _, _ = run(tmp_path, [gemm_case(CUPTI_FALLBACK)])
+    rc, res, _, _ = run_cases(tmp_path, [gemm_case(CUPTI_FALLBACK)])
     row = res["rows"][0]
     assert row["status"] == "failed" and row["median_us"] is None and row["timer"] == "cuda_graph"
     assert rc == 1
-    rc, res, _, _ = run(tmp_path / "b", [gemm_case(CUPTI_FALLBACK)], allow_cuda_events=True)
+    rc, res, _, _ = run_cases(tmp_path / "b", [gemm_case(CUPTI_FALLBACK)], allow_cuda_events=True)
     assert res["rows"][0]["status"] == "ok" and res["rows"][0]["timer"] == "cuda_graph" and rc == 0
 
 
 def test_backend_that_cannot_autotune_is_timed_untuned(tmp_path):
-    rc, res, _, workdir = run(tmp_path, [gemm_case(NO_AUTOTUNE, backend="cublaslt")])
+    rc, res, _, workdir = run_cases(tmp_path, [gemm_case(NO_AUTOTUNE, backend="cublaslt")])
     row = res["rows"][0]
     assert row["status"] == "ok" and "not autotuned" in row["reason"] and rc == 0
     assert "retrying without --autotune" in open(os.path.join(workdir, "driver.log")).read()
@@ -140,7 +161,7 @@ def test_backend_that_cannot_autotune_is_timed_untuned(tmp_path):
 def test_with_quant_rows_follow_their_base(tmp_path):
     cases = [gemm_case(VALUE_ERROR, dtype="fp8"), gemm_case(VALUE_ERROR, dtype="fp8", with_quant=True),
              gemm_case(NO_CONFIG, dtype="fp8"), gemm_case(NO_CONFIG, dtype="fp8", with_quant=True)]
-    rc, res, _, _ = run(tmp_path, cases)
+    rc, res, _, _ = run_cases(tmp_path, cases)
     rows = by_id(res)
     assert rows[cases[1].case_id]["status"] == "failed"
     assert rows[cases[1].case_id]["reason"].startswith("base case failed: [ERROR] Error:")
@@ -150,10 +171,10 @@ def test_with_quant_rows_follow_their_base(tmp_path):
 
 def test_resume_runs_only_missing_and_failed(tmp_path):
     a, b, c = gemm_case(4096), gemm_case(VALUE_ERROR), gemm_case(NOT_ON_CC)
-    rc, first, _, workdir = run(tmp_path, [a, b, c])
+    rc, first, _, workdir = run_cases(tmp_path, [a, b, c])
     assert rc == 1
     d = gemm_case(2048)
-    rc, second, progress, _ = run(tmp_path, [a, b, c, d], resume=True)
+    rc, second, progress, _ = run_cases(tmp_path, [a, b, c, d], resume=True)
     assert rc == 1
     log = open(os.path.join(workdir, "driver.log")).read()
     assert log.count(f"BEGIN {a.case_id} ") == 1  # kept, not re-run
@@ -168,56 +189,27 @@ def test_resume_runs_only_missing_and_failed(tmp_path):
 
 def test_resume_reruns_a_kept_id_whose_shape_changed(tmp_path):
     a = gemm_case(4096, name="qkv")
-    run(tmp_path, [a])
+    run_cases(tmp_path, [a])
     changed = gemm_case(2048, name="qkv")  # same case id, new N (e.g. another --tp)
     assert changed.case_id == a.case_id
-    _, res, _, _ = run(tmp_path, [changed], resume=True)
+    _, res, _, _ = run_cases(tmp_path, [changed], resume=True)
     assert res["rows"][0]["n"] == 2048
 
 
-def test_overwrite_guard(tmp_path):
-    run(tmp_path, [gemm_case(4096)])
-    with pytest.raises(UsageError, match="already holds results.json; pass --resume"):
-        runner.check_workdir(str(tmp_path / "w"), resume=False)
-    assert runner.check_workdir(str(tmp_path / "w"), resume=True) == str(tmp_path / "w")
-    with pytest.raises(UsageError, match="--workdir"):
-        runner.check_workdir(None, resume=False)
-
-
-def test_exit_code_and_summary_table():
-    from benchmark_model_kernels.run.results import Row
-
+def test_exit_code():
     base = dict(kind="gemm", name="x", modules="", layers=1, m=1, dtype="bf16", backend="b",
                 routine="r", variant="", with_quant=False)
-    assert runner.exit_code([Row(case_id="a", status="ok", **base), Row(case_id="b", status="unsupported", **base)]) == 0
+    ok_and_unsupported = [Row(case_id="a", status="ok", **base), Row(case_id="b", status="unsupported", **base)]
+    assert runner.exit_code(ok_and_unsupported) == 0
     assert runner.exit_code([Row(case_id="a", status="failed", **base)]) == 1
-    table = runner.summary_table([gemm_case(1), gemm_case(2, skip="no"), gemm_case(3, backend="torch")])
-    assert "bf16   cudnn" in table and "total" in table.splitlines()[-1]
-
-
-def test_dry_run_writes_testlist_and_cases_json_only(tmp_path):
-    workdir = str(tmp_path / "d")
-    out = io.StringIO()
-    cases = [gemm_case(4096), gemm_case(512, skip="needs SM100"), gemm_case(4096, backend="torch")]
-    assert runner.dry_run(cases, settings(tmp_path), workdir, out) == 0
-    assert sorted(os.listdir(workdir)) == ["cases.json", "testlist.txt"]
-    listing = json.load(open(os.path.join(workdir, "cases.json")))["cases"]
-    assert [c["job"] for c in listing] == ["driver", "driver", "torch"]
-    assert listing[1]["skip_reason"] == "needs SM100" and listing[2]["driver_argv"] == []
-    assert "dry run: 3 cases" in out.getvalue()
 
 
 # ------------------------------------------------------------------ the real driver (H200 only)
-from conftest import requires_gpu  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 @requires_gpu
 def test_real_driver_end_to_end_on_the_gpu(tmp_path):
     """One shape through the real FlashInfer driver + torch baseline: numbers, CUPTI, no failure."""
     from benchmark_model_kernels import cli_builtin
-    from benchmark_model_kernels.run.driver import has_driver
+    from benchmark_model_kernels.run.pool import has_driver
 
     repo = os.environ.get("FLASHINFER_REPO", os.path.join(ROOT, ".devbundle", "flashinfer"))
     if not has_driver(repo):
@@ -240,29 +232,3 @@ def test_real_driver_end_to_end_on_the_gpu(tmp_path):
     assert q["status"] == "ok" and 0 < q["quant_us"] < q["median_us"]
     assert q["median_us"] == pytest.approx(rows["gemm.qkv.m8.fp8.cudnn"]["median_us"] + q["quant_us"])
     assert os.path.isfile(os.path.join(w, "autotune_cache.json"))
-
-
-def test_eta_ignores_start_up_and_skipped_cases_and_prices_each_job_kind():
-    est = runner.EtaEstimator()
-    driver = [gemm_case(64 * i) for i in range(1, 6)]
-    torch_case = gemm_case(64, backend="torch", name="t")
-    quant = gemm_case(64, name="q", with_quant=True)
-    skipped = gemm_case(64, name="s", skip="needs SM100+")
-    est.record(driver[0], 30.0)  # worker start-up + JIT build
-    est.record(skipped, 0.0)
-    est.record(driver[1], 2.0)
-    assert est.eta(driver[2:]) is None  # two timed cases: too early to say
-    est.record(torch_case, 1.0)
-    # driver: 2 s each (the 30 s start-up left out); torch's only case so far is its best guess;
-    # quant has no case yet: the steady average of everything (2 s); skipped cases cost nothing.
-    assert est.eta([driver[2], driver[3], torch_case, quant, skipped]) == pytest.approx(2 + 2 + 1 + 2)
-    est.record(quant, 0.5)
-    est.record(quant, 0.1)
-    assert est.eta([quant, quant]) == pytest.approx(0.2)
-
-
-def test_progress_line_says_the_eta_is_an_estimate():
-    row = runner.row_from_case(gemm_case(64), runner.Outcome("ok", "", 12.34, 0.1, "cupti"))
-    assert runner.progress_line(3, 120, gemm_case(64), row, 75, 61).endswith(
-        "... ok 12.3 us  (elapsed 1:15, ETA ~1:01)")
-    assert runner.progress_line(1, 120, gemm_case(64), row, 9, None).endswith("ETA after warm-up)")

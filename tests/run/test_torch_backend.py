@@ -12,11 +12,11 @@ import importlib.util
 
 import pytest
 
-from conftest import requires_gpu
-from benchmark_model_kernels.run import torch_backend as tb
 from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.run import torch_backend as tb
 from benchmark_model_kernels.run.results import RunSettings
 from benchmark_model_kernels.run.timing import UnsupportedCase, measurement_from_times
+from support import requires_gpu
 
 torch = pytest.importorskip("torch")
 

@@ -1,4 +1,4 @@
-"""vLLM physical padding per backend: worked examples from vllm_rules.md §11 and §8."""
+"""vLLM physical padding per backend: the worked examples of references/padding.md."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import doctest
 
 import pytest
 
-from benchmark_model_kernels.vllm_rules import padding
 from benchmark_model_kernels.cases.schema import GemmShape, MoeShape
+from benchmark_model_kernels.vllm_rules import padding
 from benchmark_model_kernels.vllm_rules.padding import physical_gemm, physical_moe, round_up
 
 NVFP4_MOE = (("trtllm_fp4_block_scale_moe", "trtllm"), ("cute_dsl_fp4_block_scale_moe", "cute-dsl"))

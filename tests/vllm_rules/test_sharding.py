@@ -1,11 +1,13 @@
-"""vLLM sharding rules checked against the worked examples of vllm_rules.md §11 (references/sharding.md)."""
+"""vLLM sharding rules checked against the worked examples of references/sharding.md."""
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 
-from benchmark_model_kernels.vllm_rules import sharding
 from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.vllm_rules import sharding
 
 
 def test_split_table():
@@ -92,3 +94,23 @@ def test_divide_error_names_field():
     with pytest.raises(UsageError) as e:
         sharding.qkv_per_rank(28, 4, 128, 8)
     assert str(e.value) == "--tp=8: does not divide num_attention_heads=28; use one of 1, 2, 4"
+
+
+def test_first_local_expert_gives_the_remainder_to_the_first_ranks():
+    # 10 experts on 4 ranks: 3, 3, 2, 2 -> blocks start at 0, 3, 6, 8
+    assert [sharding.first_local_expert(10, 4, r) for r in range(4)] == [0, 3, 6, 8]
+    # DeepSeek-V3 at EP=96: 256 = 2*96 + 64, ranks 0-63 hold 3 experts, ranks 64-95 hold 2
+    assert sharding.first_local_expert(256, 96, 63) == 189
+    assert sharding.first_local_expert(256, 96, 64) == 192
+    assert sharding.first_local_expert(256, 96, 95) == 254  # the last 2 experts: 254, 255
+    assert sharding.first_local_expert(256, 8, 3) == 96  # even split: 32 per rank
+
+
+def test_role_table_kinds_are_split_kinds():
+    assert set(sharding.ROLE_KIND.values()) <= set(sharding.SPLIT)
+    assert sharding.ROLE_KIND["qkv_proj"] == "column" and sharding.ROLE_KIND["o_proj"] == "row"
+    assert sharding.ROLE_KIND["mla.fused_qkv_a_proj"] == "replicated" and sharding.ROLE_KIND["lm_head"] == "vocab"
+
+
+def test_doctests():
+    assert doctest.testmod(sharding).failed == 0

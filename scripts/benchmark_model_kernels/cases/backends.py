@@ -29,7 +29,7 @@ QUANT_FORMATS = {
 }
 
 #: vLLM's FlashInfer TRTLLM NVFP4 linear switches the activation scale layout to 8x4 for M <= 32
-#: (vllm_rules.md §8.3: nvfp4/flashinfer.py, utils/flashinfer.py:flashinfer_scaled_fp4_mm).
+#: (vllm/model_executor/layers/quantization/utils/flashinfer_utils.py: flashinfer_scaled_fp4_mm).
 TRTLLM_FP4_8X4_MAX_M = 32
 
 _GB = "flashinfer/gemm/gemm_base.py"  # at v0.6.17

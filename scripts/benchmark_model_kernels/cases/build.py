@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.padding import physical_gemm, physical_moe
+from ..vllm_rules.sharding import first_local_expert
 from . import backends as bk
 from .backends import BACKEND_NAMES, DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
 from .schema import DTYPES, Case, GemmShape, MoeShape
@@ -73,12 +74,12 @@ def _routing_args(routing: Routing) -> list[str]:
 
 
 def _ep_layout(entry: MoeEntry, plan_ep: int) -> tuple[int, int, int]:
-    """(ep_size, ep_rank, local_expert_offset) of the planned rank under vLLM's linear placement
-    (vllm_rules.md §6.1: rank r starts at r*(E//ep) + min(r, E%ep))."""
+    """(ep_size, ep_rank, local_expert_offset) of the planned rank under vLLM's linear expert
+    placement (`vllm_rules.sharding.first_local_expert`)."""
     e, local = entry.global_experts, entry.experts
     ep = plan_ep if plan_ep > 1 else max(1, e // max(local, 1))
     rank = entry.ep_rank if entry.ep_rank < ep else 0
-    offset = rank * (e // ep) + min(rank, e % ep)
+    offset = first_local_expert(e, ep, rank)
     if offset + local > e:
         offset = 0
     return ep, rank, offset

@@ -1,12 +1,15 @@
 """The case schema: one timed measurement = (plan entry, M, recipe dtype, backend, with_quant).
 
 `cases/build.py` makes Cases from a Plan; everything downstream (the runner, the backends, the
-report) reads the decisions recorded here instead of deriving them again.
+report) reads the decisions recorded here instead of deriving them again. `Case.to_dict` /
+`Case.from_dict` are its JSON form: cases.json of a dry run, and how the run stage hands a torch or
+quant case to its worker process.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from ..plan.schema import Routing
 
@@ -89,3 +92,30 @@ class Case:
     def base_case_id(self) -> str:
         """For a with_quant case, the id of the kernel-only case it adds quant time to."""
         return self.case_id[: -len(".q")] if self.with_quant and self.case_id.endswith(".q") else self.case_id
+
+    @property
+    def job(self) -> str:
+        """Which worker path runs the case: "quant" (the activation-quantization timer), "torch"
+        (the PyTorch baseline) or "driver" (FlashInfer's benchmark driver)."""
+        if self.with_quant:
+            return "quant"
+        if self.backend == "torch" or not self.driver_args:
+            return "torch"
+        return "driver"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The case as JSON-ready dicts and lists (`from_dict` inverts it)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Case:
+        """The Case `to_dict` made (shapes, routing and tuples rebuilt from plain JSON)."""
+        d = dict(d)
+        shape = GemmShape if d["kind"] == "gemm" else MoeShape
+        d["logical"] = shape(**d["logical"])
+        d["physical"] = shape(**d["physical"])
+        if d.get("routing") is not None:
+            d["routing"] = Routing(**d["routing"])
+        for key in ("modules", "driver_args"):
+            d[key] = tuple(d.get(key) or ())
+        return cls(**d)

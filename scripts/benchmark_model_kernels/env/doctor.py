@@ -15,8 +15,10 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from . import environment as envmod
 from ..errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from . import environment as envmod
+from . import gpu as gpu_probes
+from . import versions
 
 EXIT_READY = 0
 EXIT_NOT_READY = 1
@@ -75,8 +77,8 @@ def check_idle(gpu: dict[str, Any], own_pid: int | None = None) -> Check:
     procs = gpu.get("processes")
     util = gpu.get("utilization_pct")
     index = gpu.get("index", 0)
-    fix = (f"wait for them to finish, or pick an idle GPU: --gpu INDEX here and "
-           f"CUDA_VISIBLE_DEVICES=INDEX for the run")
+    fix = ("wait for them to finish, or pick an idle GPU: --gpu INDEX here and "
+           "CUDA_VISIBLE_DEVICES=INDEX for the run")
     others = [p for p in (procs or []) if p.get("pid") != own_pid]
     if others:
         listed = ", ".join(
@@ -86,7 +88,7 @@ def check_idle(gpu: dict[str, Any], own_pid: int | None = None) -> Check:
         more = f" and {len(others) - 5} more" if len(others) > 5 else ""
         return Check("gpu_idle", False,
                      f"GPU {index} is busy: {len(others)} other process(es): {listed}{more}", fix)
-    if util is not None and util > envmod.IDLE_UTILIZATION_PCT:
+    if util is not None and util > gpu_probes.IDLE_UTILIZATION_PCT:
         return Check("gpu_idle", False,
                      f"GPU {index} is {util}% utilized although no process is listed (another "
                      f"container or VM?)", fix)
@@ -113,9 +115,9 @@ def check_torch_cuda(tc: dict[str, Any], gpu: dict[str, Any]) -> Check:
                      "install a CUDA build of torch, e.g. pip install torch --index-url "
                      "https://download.pytorch.org/whl/cu130 (cu12x for a CUDA 12 driver)")
     runtime, driver_cuda = tc["cuda_build"], gpu.get("driver_cuda")
-    if (envmod.major_minor(driver_cuda) and envmod.major_minor(runtime)
-            and envmod._version_key(envmod.major_minor(runtime))[0]
-            > envmod._version_key(envmod.major_minor(driver_cuda))[0]):
+    if (versions.major_minor(driver_cuda) and versions.major_minor(runtime)
+            and versions.version_key(versions.major_minor(runtime))[0]
+            > versions.version_key(versions.major_minor(driver_cuda))[0]):
         return Check("torch_cuda", False,
                      f"torch {tc['torch']} needs CUDA {runtime} but the driver supports CUDA "
                      f"{driver_cuda}",
@@ -166,24 +168,24 @@ def check_flashinfer_match(wheel: dict[str, Any], checkout: dict[str, Any]) -> C
     wc, cc = wheel.get("commit"), checkout.get("commit")
     if not wv or not checkout.get("driver"):
         return Check("flashinfer_version_match", None, "not compared (wheel or checkout missing)")
-    match = envmod.versions_match(wv, cv)
+    match = versions.versions_match(wv, cv)
     fix_tag = (f"check out the wheel's tag in the checkout (git -C {checkout['path']} checkout "
-               f"v{envmod.release_of(wv)}) or install the checkout's version (pip install "
-               f"flashinfer-python=={envmod.release_of(cv)})")
+               f"v{versions.release_of(wv)}) or install the checkout's version (pip install "
+               f"flashinfer-python=={versions.release_of(cv)})")
     if match is False:
         return Check("flashinfer_version_match", False,
                      f"wheel {wv} != checkout {cv} ({checkout['path']})", fix_tag)
-    cmatch = envmod.commits_match(wc, cc)
+    cmatch = versions.commits_match(wc, cc)
     if cmatch is False:
         return Check("flashinfer_version_match", None,
-                     f"same release {envmod.release_of(wv)}, but wheel commit {wc[:12]} != checkout "
+                     f"same release {versions.release_of(wv)}, but wheel commit {wc[:12]} != checkout "
                      f"commit {cc[:12]} (a development checkout?)",
                      f"git -C {checkout['path']} checkout {wc[:12]} for an exact match")
     if match is None:
         known = f"commit {cc[:12]}" if cc else "no .git, no version.txt"
         return Check("flashinfer_version_match", None,
                      f"checkout version unknown ({known}); wheel is {wv}",
-                     f"make sure {checkout['path']} is the v{envmod.release_of(wv)} tag")
+                     f"make sure {checkout['path']} is the v{versions.release_of(wv)} tag")
     how = "version and commit" if cmatch else "version"
     return Check("flashinfer_version_match", True, f"wheel and checkout agree ({how}: {wv})")
 
@@ -196,7 +198,7 @@ def check_cupti(probe: dict[str, Any] | None, stack: dict[str, Any],
                 gpu: dict[str, Any]) -> Check:
     """A CUDA-events time includes launch overhead and is not comparable with a CUPTI time, so a
     silent fallback is a failure (the runner's --allow_cuda_events exists for an explicit choice)."""
-    fix = envmod.cupti_fix_command(stack.get("cuda_runtime"), gpu.get("driver_cuda"))
+    fix = versions.cupti_fix_command(stack.get("cuda_runtime"), gpu.get("driver_cuda"))
     installed = stack.get("cupti_python")
     have = f"cupti-python {installed}" if installed else "cupti-python not installed"
     if probe is None:
@@ -224,8 +226,8 @@ def check_nvcc(nvcc: dict[str, Any], cuda_runtime: str | None) -> Check:
     if not nvcc.get("ninja"):
         return Check("nvcc", False, f"nvcc {nvcc.get('nvcc_version')} found but no ninja binary",
                      "pip install ninja")
-    nv, rt = envmod.major_minor(nvcc.get("nvcc_version")), envmod.major_minor(cuda_runtime)
-    if nv and rt and envmod._version_key(nv)[0] != envmod._version_key(rt)[0]:
+    nv, rt = versions.major_minor(nvcc.get("nvcc_version")), versions.major_minor(cuda_runtime)
+    if nv and rt and versions.version_key(nv)[0] != versions.version_key(rt)[0]:
         return Check("nvcc", False,
                      f"nvcc {nv} ({nvcc['nvcc']}) but torch uses CUDA {rt}: JIT modules would "
                      f"not load", f"point CUDA_HOME at a CUDA {rt.split('.')[0]}.x toolkit")
@@ -265,14 +267,14 @@ def check_arch_list(env: dict[str, str], gpu: dict[str, Any]) -> Check:
 
 
 def gather(flashinfer_repo: str | None, gpu_index: int,
-           probe_timer: Callable[[int], dict[str, Any]] = envmod.probe_timer) -> dict[str, Any]:
+           probe_timer: Callable[[int], dict[str, Any]] = gpu_probes.probe_timer) -> dict[str, Any]:
     """Run every probe (NVML first, before this process creates a CUDA context)."""
-    gpu = envmod.gpu_info(gpu_index)
+    gpu = gpu_probes.gpu_info(gpu_index)
     probes: dict[str, Any] = {
         "gpu": gpu,
-        "wheel": envmod.flashinfer_wheel(),
-        "checkout": envmod.flashinfer_checkout(flashinfer_repo),
-        "nvcc": envmod.nvcc_info(),
+        "wheel": versions.flashinfer_wheel(),
+        "checkout": versions.flashinfer_checkout(flashinfer_repo),
+        "nvcc": gpu_probes.nvcc_info(),
         "env": {k: os.environ[k] for k in envmod.RELEVANT_ENV if k in os.environ},
         "torch_cuda": None,
         "stack": None,
@@ -280,10 +282,10 @@ def gather(flashinfer_repo: str | None, gpu_index: int,
     }
     if gpu.get("error"):
         return probes  # CPU-only: nothing below can work, and torch import costs seconds
-    tc = envmod.torch_cuda(gpu_index)
+    tc = gpu_probes.torch_cuda(gpu_index)
     probes["torch_cuda"] = tc
     gpu["sm_count"] = tc.get("sm_count")
-    probes["stack"] = envmod.cuda_stack()
+    probes["stack"] = gpu_probes.cuda_stack()
     if tc.get("available") and not tc.get("error") and probes["wheel"].get("version"):
         probes["timer_probe"] = probe_timer(gpu_index)
     return probes

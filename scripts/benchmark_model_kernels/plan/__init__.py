@@ -1,7 +1,8 @@
 """Stage 1, plan: a model's config -> the per-rank GEMM and fused-MoE shapes vLLM runs (a `Plan`).
 
 In: a bundled name, a folder or config.json, or a Hub ID (`config_source`), built on the meta
-device (`meta_model`, no weights). `planner` walks the decoder layers and places every module by
-the rules in `vllm_rules/`; `preview` prints the plan. Out: `schema.Plan` (also written as JSON by
-`--plan_json`), read by `cases/`.
+device (`meta_model`, no weights). `planner` walks the decoder layers, `roles` gives every module
+its role and per-rank size by the rules in `vllm_rules/`, `merge` counts identical entries over the
+layers (`items` holds what passes between them); `preview` prints the plan. Out: `schema.Plan`
+(also written as JSON by `--plan_json`), read by `cases/`.
 """

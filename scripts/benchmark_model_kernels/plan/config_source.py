@@ -69,7 +69,8 @@ def read_config_json(path: str, field_name: str = "MODEL") -> dict[str, Any]:
 def resolve(model: str, revision: str | None = None) -> ConfigSource:
     """Find MODEL's config.json: a directory, a file, a bundled name, or a Hub ID (in that order)."""
     if not model:
-        raise UsageError("MODEL", repr(model), "give a bundled name (--list_models), a directory, a config.json or a Hub ID")
+        raise UsageError("MODEL", repr(model),
+                         "give a bundled name (--list_models), a directory, a config.json or a Hub ID")
     expanded = os.path.expanduser(model)
     if os.path.isdir(expanded):
         path = os.path.join(expanded, "config.json")

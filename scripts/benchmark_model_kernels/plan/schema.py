@@ -154,7 +154,7 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Plan":
-        def build(klass, raw):
+        def build(klass: Any, raw: dict[str, Any]) -> Any:
             names = {f.name for f in fields(klass)}
             kw = {k: v for k, v in raw.items() if k in names}
             for k, v in kw.items():

@@ -1,9 +1,10 @@
-"""PNG figures of the report (matplotlib, Agg backend), drawn only from an Analysis of results.json.
+"""PNG figures of the report (matplotlib, Agg backend), drawn only from an `Analysis` (analysis.py).
 
-One workdir: kernel time vs M per module (log-log, one line per backend; at most PANELS_PER_FIGURE
-panels per PNG), a roofline per recipe, and stacked bars of the per-step roll-up. Several workdirs:
-grouped bars of the per-step totals per M. Each function returns [(title, file name)] for report.md
-and draws nothing when there is nothing to draw.
+In: one or several Analyses and the folder to draw into. Out: fig_*.png files there, and for each
+[(title, file name)] for report.md; nothing is drawn when there is nothing to draw. One workdir:
+kernel time vs M per module (log-log, one line per backend; at most PANELS_PER_FIGURE panels per
+PNG), a roofline per recipe, and stacked bars of the per-step roll-up. Several workdirs: grouped
+bars of the per-step totals per M.
 """
 
 from __future__ import annotations
@@ -11,24 +12,34 @@ from __future__ import annotations
 import math
 import os
 import textwrap
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-if TYPE_CHECKING:
-    from .report import Analysis
+from .analysis import (
+    ATTN,
+    BASELINE,
+    BASELINE_BACKEND,
+    LM_HEAD,
+    MLP,
+    MODULE_KINDS,
+    MOE,
+    OTHER,
+    QUANT,
+    RECIPE_LABELS,
+    RECIPES,
+    ROUTER,
+    Analysis,
+    backend_label,
+    has_time,
+    rollup_variants,
+    roofline_peaks,
+)
 
 PANELS_PER_FIGURE = 12
 DPI = 110
 #: Line style per recipe; colours go per (recipe, backend) so a backend reads the same in every panel.
 RECIPE_STYLE = {"bf16": "-", "fp8": "--", "nvfp4": ":"}
-KIND_COLORS = {
-    "attention / mixer projections": "#4C72B0",
-    "MLP": "#55A868",
-    "MoE": "#C44E52",
-    "router": "#8172B2",
-    "lm_head": "#CCB974",
-    "other": "#777777",
-}
-RECIPE_COLORS = {"bf16_baseline": "#999999", "bf16": "#4C72B0", "fp8": "#DD8452", "nvfp4": "#55A868"}
+KIND_COLORS = {ATTN: "#4C72B0", MLP: "#55A868", MOE: "#C44E52", ROUTER: "#8172B2", LM_HEAD: "#CCB974", OTHER: "#777777"}
+RECIPE_COLORS = {BASELINE: "#999999", "bf16": "#4C72B0", "fp8": "#DD8452", "nvfp4": "#55A868"}
 
 
 def _plt():
@@ -56,8 +67,6 @@ def _grid(n: int) -> tuple[int, int]:
 
 
 def _series_key(row) -> tuple[str, str, bool]:
-    from .report import backend_label
-
     return (row.dtype, backend_label(row), bool(row.with_quant))
 
 
@@ -66,17 +75,15 @@ def _series_label(key: tuple[str, str, bool]) -> str:
     return f"{dtype} {backend}{' +quant' if quant else ''}"
 
 
-def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
+def time_vs_m(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
     """Kernel time vs M, one panel per module, one line per (recipe, backend, +quant)."""
-    from .report import _has_time
-
     plt = _plt()
     from matplotlib.ticker import FuncFormatter
 
-    entries = [e for e in a.entries if any(_has_time(r) for r in a.rows if (r.kind, r.name) == e.key)]
+    entries = [e for e in a.entries if any(has_time(r) for r in a.rows if (r.kind, r.name) == e.key)]
     if not entries:
         return []
-    keys = sorted({_series_key(r) for r in a.rows if _has_time(r)},
+    keys = sorted({_series_key(r) for r in a.rows if has_time(r)},
                   key=lambda k: (list(RECIPE_STYLE).index(k[0]) if k[0] in RECIPE_STYLE else 9, k[1], k[2]))
     # One hue per backend (the same in every recipe, which the line style tells apart); the +quant
     # twin takes the light shade of its backend's hue (tab20 pairs dark/light).
@@ -90,10 +97,10 @@ def time_vs_m(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]
         fig, axes = plt.subplots(nrows, ncols, figsize=(4.3 * ncols, 3.4 * nrows + 1.2),
                                  squeeze=False, layout="constrained")
         handles = {}
-        for ax, e in zip(axes.flat, chunk):
+        for ax, e in zip(axes.flat, chunk, strict=False):
             for key in keys:
                 pts = sorted((r.m, r.median_us) for r in a.rows
-                             if (r.kind, r.name) == e.key and _has_time(r) and _series_key(r) == key)
+                             if (r.kind, r.name) == e.key and has_time(r) and _series_key(r) == key)
                 if not pts:
                     continue
                 (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], RECIPE_STYLE.get(key[0], "-."),
@@ -149,13 +156,11 @@ def _save_part(fig, out_dir: str, stem: str, part: int, parts: int, title: str,
     return title, fname
 
 
-def roofline(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
+def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
     """Achieved TFLOP/s vs arithmetic intensity per recipe (kernel-only rows), with the GPU's ceilings."""
-    from .report import _has_time, backend_label, roofline_peaks
-
     pts: dict[str, list[tuple[float, float, str]]] = {}
     for r in a.rows:
-        if not _has_time(r) or r.with_quant or not r.flops or not r.bytes:
+        if not has_time(r) or r.with_quant or not r.flops or not r.bytes:
             continue
         tflops = r.tflops if r.tflops else r.flops / (r.median_us * 1e6)
         pts.setdefault(r.dtype, []).append((r.flops / r.bytes, tflops, backend_label(r)))
@@ -171,7 +176,7 @@ def roofline(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
     fig, axes = plt.subplots(1, len(dtypes), figsize=(5.2 * len(dtypes), 4.6), squeeze=False, layout="constrained")
     all_x = [p[0] for v in pts.values() for p in v]
     x_lo, x_hi = min(all_x) / 2, max(all_x) * 2
-    for ax, d in zip(axes.flat, dtypes):
+    for ax, d in zip(axes.flat, dtypes, strict=True):
         for i, b in enumerate(backends):
             sel = [p for p in pts[d] if p[2] == b]
             if sel:
@@ -201,16 +206,13 @@ def roofline(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
     return [(title, fname)]
 
 
-def _rollup_variants(a: "Analysis") -> list[tuple[str, str]]:
-    """(recipe, bar label): report._rollup_variants on the +quant basis, with short labels."""
-    from .report import BASELINE_BACKEND, QUANT, RECIPE_LABELS
-    from .report import _rollup_variants as report_variants
-
+def _bar_variants(a: Analysis) -> list[tuple[str, str]]:
+    """(recipe, bar label): analysis.rollup_variants on the +quant basis, with short labels."""
     out = []
-    for d, basis, _ in report_variants(a):
+    for d, basis, _ in rollup_variants(a):
         if basis != QUANT:
             continue
-        if d == "bf16_baseline":
+        if d == BASELINE:
             label = f"BF16\n{BASELINE_BACKEND}"
         else:
             kind = "best" if d == "bf16" else ("+quant" if a.has_quant_rows(d) else "kernel")
@@ -219,14 +221,12 @@ def _rollup_variants(a: "Analysis") -> list[tuple[str, str]]:
     return out
 
 
-def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str]]:
+def rollup_bars(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
     """Per-step roll-up per recipe, stacked by module kind, one panel per M."""
-    from .report import MODULE_KINDS, QUANT
-
     if not a.ms or not any(a.rollup(d, m).total_us > 0 for d in a.recipes for m in a.ms):
         return []
     plt = _plt()
-    variants = _rollup_variants(a)
+    variants = _bar_variants(a)
     kinds = [k for k in MODULE_KINDS if any(e.module_kind == k for e in a.entries)]
     figs = []
     chunks = [a.ms[i:i + PANELS_PER_FIGURE] for i in range(0, len(a.ms), PANELS_PER_FIGURE)]
@@ -234,7 +234,7 @@ def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str
         nrows, ncols = _grid(len(ms))
         fig, axes = plt.subplots(nrows, ncols, figsize=(max(3.2, 1.0 + 0.9 * len(variants)) * ncols,
                                  3.8 * nrows + 0.8), squeeze=False, layout="constrained")
-        for ax, m in zip(axes.flat, ms):
+        for ax, m in zip(axes.flat, ms, strict=False):
             tops = []
             for x, (recipe, _) in enumerate(variants):
                 r = a.rollup(recipe, m, QUANT)
@@ -263,7 +263,7 @@ def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str
         handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLORS.get(k, "#777777")) for k in kinds]
         names = list(kinds)
         if any(0 < len(a.rollup(d, m).missing) < len(a.entries) for d, _ in variants for m in ms
-               if d != "bf16_baseline") or any(a.rollup("bf16_baseline", m).missing for m in ms):
+               if d != BASELINE) or any(a.rollup(BASELINE, m).missing for m in ms):
             handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
             names.append("incomplete total (modules missing)")
         fig.legend(handles, names, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8,
@@ -275,16 +275,14 @@ def rollup_bars(a: "Analysis", out_dir: str, prefix: str) -> list[tuple[str, str
     return figs
 
 
-def workdir_figures(a: "Analysis", out_dir: str, prefix: str = "fig_") -> list[tuple[str, str]]:
+def workdir_figures(a: Analysis, out_dir: str, prefix: str = "fig_") -> list[tuple[str, str]]:
     """Every figure of one workdir: [(title, file name relative to out_dir)]."""
     return [*time_vs_m(a, out_dir, prefix), *roofline(a, out_dir, prefix), *rollup_bars(a, out_dir, prefix)]
 
 
-def comparison_figures(analyses: Sequence["Analysis"], labels: Sequence[str], out_dir: str,
+def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_dir: str,
                        prefix: str = "fig_") -> list[tuple[str, str]]:
     """Grouped bars: per M one panel, per run a group, per recipe a bar (per-step roll-up total)."""
-    from .report import QUANT, RECIPE_LABELS, RECIPES
-
     ms = sorted({m for a in analyses for m in a.ms})
     recipes = [d for d in RECIPES if any(a.has_number(d) for a in analyses)]
     if not ms or not recipes:
@@ -296,7 +294,7 @@ def comparison_figures(analyses: Sequence["Analysis"], labels: Sequence[str], ou
     panel_w = max(3.6, 1.2 * len(analyses) + 1.5)
     fig, axes = plt.subplots(nrows, ncols, figsize=(panel_w * ncols, 4.0 * nrows + 0.8),
                              squeeze=False, layout="constrained")
-    for ax, m in zip(axes.flat, ms):
+    for ax, m in zip(axes.flat, ms, strict=False):
         for j, d in enumerate(recipes):
             for i, a in enumerate(analyses):
                 x = i + (j - (len(recipes) - 1) / 2) * width

@@ -1,7 +1,9 @@
 """Stage 3, run: Cases -> timed rows in results.json (+ CSV, testlist, driver log).
 
-`runner` drives the loop over a workdir; `driver` keeps a pool of `worker` processes that run
-FlashInfer's own benchmark driver in-process; `torch_backend`, `quant_timing` and the Triton
-kernels time the rest with the same `timing.bench`; `roofline` annotates each row; `results` is
-the results schema the report reads. Out: `results.json`, read by `report/`.
+`flags` turns the run flags into a `RunRequest`; `runner` drives the loop over a workdir
+(`workdir`: its files; `progress`: the ETA line); `pool` keeps `worker` processes that run
+FlashInfer's own benchmark driver in-process (`argv` builds its command line, `outcome` reads what
+came back); `torch_backend` and `quant_timing` time the rest with the same `timing.bench`;
+`roofline` annotates each row; `results` is the results schema the report reads.
+Out: `results.json`, read by `report/`.
 """

@@ -132,7 +132,8 @@ def load_results(path: str) -> dict[str, Any]:
     if os.path.isdir(path):
         path = os.path.join(path, RESULTS_JSON)
     with open(path) as f:
-        return json.load(f)
+        payload: dict[str, Any] = json.load(f)
+    return payload
 
 
 def rows_of(results: dict[str, Any]) -> list[Row]:

@@ -9,6 +9,8 @@ passed off as CUPTI numbers.
 from __future__ import annotations
 
 import re
+import statistics
+import warnings
 from dataclasses import dataclass
 
 #: FlashInfer's warning when it cannot use CUPTI (flashinfer/testing/utils.py, v0.6.17):
@@ -52,8 +54,6 @@ def measurement_from_times(times_ms, warning_text: str, cuda_graph: bool) -> Mea
     The timer is "cupti" unless FlashInfer announced the CUDA-event fallback; then it is
     "cuda_graph" (fallback with --cuda_graph, rotating buffers) or "cuda_events".
     """
-    import statistics
-
     times_us = [float(t) * 1e3 for t in times_ms]
     if not times_us:
         raise ValueError("bench_gpu_time returned no iterations")
@@ -76,9 +76,9 @@ def bench(fn, settings, *, input_args=(), input_kwargs=None) -> Measurement:
     in `input_args` if FlashInfer falls back to CUDA-graph timing). Pass every GPU tensor the
     op reads through `input_args` (not a closure) so that fallback can rotate them.
     """
-    import warnings
-
-    from flashinfer.testing import bench_gpu_time  # lazy: only on the GPU worker
+    # Lazy: FlashInfer (and torch under it) loads only where something is timed, on the GPU
+    # worker; the parent process and the CPU tests import this module without them.
+    from flashinfer.testing import bench_gpu_time
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -1,6 +1,6 @@
 """The GPU-side worker: runs cases one after another inside ONE long-lived process.
 
-Started by `driver.WorkerPool` as `python -m benchmark_model_kernels.run.worker --answer_fd N
+Started by `pool.WorkerPool` as `python -m benchmark_model_kernels.run.worker --answer_fd N
 --benchmarks_dir DIR` with cwd = DIR (FlashInfer's `benchmarks/`, so `import flashinfer_benchmark`
 and `routines` resolve and the checkout root, whose `flashinfer/` would shadow the wheel, does not).
 
@@ -11,8 +11,8 @@ Protocol (one JSON object per line):
                           "measurement", "warnings", "autotune_dropped", "poisoned"}
 The driver prints to stdout/stderr, so both fds are redirected (os.dup2, which also catches native
 output such as JIT builds and faulthandler tracebacks) into the case's log file while it runs; the
-answer goes over a dedicated pipe. The worker never classifies: the parent does (driver.py), from the
-log, the CSV and this answer. After a CUDA error the context is poisoned, so the worker answers and
+answer goes over a dedicated pipe. The worker never classifies: the parent does (outcome.py), from
+the log, the CSV and this answer. After a CUDA error the context is poisoned, so the worker answers and
 exits; the parent starts a fresh one for the remaining cases.
 """
 
@@ -29,6 +29,12 @@ import traceback
 import warnings
 from typing import Any
 
+from ..cases.schema import Case
+from . import quant_timing, torch_backend
+from .outcome import RETRY_MARKER
+from .results import RunSettings
+from .timing import UnsupportedCase
+
 #: Exception text that means the CUDA context is unusable for every later case.
 _POISON_MARKERS = (
     "CUDA error",
@@ -42,11 +48,15 @@ _driver_modules: tuple[Any, Any] | None = None
 
 
 def _import_driver() -> tuple[Any, Any]:
-    """`flashinfer_benchmark` and its `routines.flashinfer_benchmark_utils`, imported once."""
+    """`flashinfer_benchmark` and its `routines.flashinfer_benchmark_utils`, imported once.
+
+    Lazy, at the first driver case: they resolve from --benchmarks_dir (put on sys.path by `main`),
+    and importing them imports torch and FlashInfer, whose output (and any import failure) belongs
+    in that case's log, where `run_request` has redirected fds 1 and 2 by then."""
     global _driver_modules
     if _driver_modules is None:
-        import flashinfer_benchmark  # noqa: PLC0415  (from --benchmarks_dir / cwd)
-        from routines import flashinfer_benchmark_utils  # noqa: PLC0415
+        import flashinfer_benchmark
+        from routines import flashinfer_benchmark_utils
 
         _driver_modules = (flashinfer_benchmark, flashinfer_benchmark_utils)
     return _driver_modules
@@ -98,8 +108,6 @@ def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
         printed = f.read()
     if "does not support autotune" not in printed:
         return out
-    from .driver import RETRY_MARKER  # noqa: PLC0415
-
     print(RETRY_MARKER)
     out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path)
     out["autotune_dropped"] = True
@@ -107,22 +115,14 @@ def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
 
 
 def _run_python_case(req: dict[str, Any]) -> dict[str, Any]:
-    from . import driver  # noqa: PLC0415
-    from . import timing
-    from .results import RunSettings  # noqa: PLC0415
-
-    case = driver.case_from_dict(req["case"])
+    case = Case.from_dict(req["case"])
     settings = RunSettings(**req["settings"])
     try:
         if req["job"] == "quant":
-            from . import quant_timing  # noqa: PLC0415
-
             m = quant_timing.measure_quant(case, settings)
         else:
-            from . import torch_backend  # noqa: PLC0415
-
             m = torch_backend.run_case(case, settings)
-    except timing.UnsupportedCase as e:
+    except UnsupportedCase as e:
         print(f"[bmk-worker] unsupported: {e}")
         return {"unsupported": str(e)}
     except Exception as e:  # noqa: BLE001
@@ -191,7 +191,7 @@ def run_request(req: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        description="Internal: runs benchmark cases sent as JSON lines on stdin (see driver.py).",
+        description="Internal: runs benchmark cases sent as JSON lines on stdin (see pool.py).",
         allow_abbrev=False,
     )
     p.add_argument("--answer_fd", type=int, required=True, help="fd to write answers to, e.g. 5")

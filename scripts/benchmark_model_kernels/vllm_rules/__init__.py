@@ -1,7 +1,9 @@
 """vLLM's behaviour, in one place: the rules the plan and the cases follow, each citing its vLLM source.
 
-`sharding` (how TP and EP split each linear kind and the experts), `padding` (the physical shape
-vLLM gives each backend's kernel, and vLLM's own limits), `layers` (which layers keep BF16 under
-every recipe). They read only the schemas (`plan/schema.py`, `cases/schema.py`) and are
-documented in references/sharding.md and references/padding.md.
+`sharding` (each plan role's linear kind, how TP and EP split it and the experts, where an EP
+rank's experts start), `moe` (which layers are MoE, the experts' activation, the routing),
+`padding` (the physical shape vLLM gives each backend's kernel, and vLLM's own limits), `layers`
+(which layers keep BF16 under every recipe), `dispatch` (which kernel vLLM runs by default per
+GPU, recipe and FP8 scheme), `config` (one config field under its several spellings). They read only the schemas (`plan/schema.py`, `cases/schema.py`) and are documented in
+references/sharding.md and references/padding.md.
 """

@@ -4,9 +4,13 @@ vLLM rounds some weight dimensions up before handing them to a FlashInfer kernel
 activations padded at run time, output sliced back), and in a few places raises instead of padding.
 Timing the logical shape would time a problem vLLM never runs; padding around a vLLM error would time
 a deployment vLLM refuses. So: `PAD_RULES` rounds up, `VLLM_LIMITS` turns the shape into a reason
-(it becomes `Case.skip_reason`). Sources are vLLM 0.33.0, as summarised in
-/work/shared/research/vllm_rules.md section 8 (function names cited per rule); the rendered tables
-live in references/padding.md (see docs_tables.py).
+(it becomes `Case.skip_reason`). Sources are vLLM 0.33.0: each rule's `source` names the vLLM
+function as `path.py:function`, the path relative to vllm/model_executor/layers/ (for example
+vllm/model_executor/layers/quantization/utils/nvfp4_utils.py: pad_nvfp4_weight_for_cutlass); the
+rendered tables live in references/padding.md (see docs_tables.py).
+
+In: a logical GemmShape / MoeShape and the (routine, backend, recipe) that runs it. Out: the
+physical shape, or the reason vLLM refuses it.
 
 Dimension names: GEMM "n", "k"; MoE "hidden" (H), "intermediate" (per-rank I_r) and "gemm1_rows"
 (2*I_r for gated activations, I_r otherwise; a limit-only dimension).
@@ -42,7 +46,7 @@ class PadRule:
     gated: bool | None
     """MoE only: applies to gated activations (True), non-gated (False) or both (None)."""
     source: str
-    """vLLM function that does it (vllm_rules.md section 8)."""
+    """vLLM function that does it, `path.py:function` under vllm/model_executor/layers/."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class VllmLimit:
     error: str
     """What vLLM does, quoted or paraphrased."""
     source: str
-    """vLLM function that raises."""
+    """vLLM function that raises, `path.py:function` under vllm/model_executor/layers/."""
 
 
 _NVFP4_LINEAR_PAD = "quantization/utils/nvfp4_utils.py:pad_nvfp4_weight_for_cutlass"
@@ -74,20 +78,26 @@ _NVFP4_MOE_HIDDEN = "quantization/utils/flashinfer_utils.py:align_fp4_moe_hidden
 _NVFP4_CUTLASS_MOE = "quantization/utils/flashinfer_fp4_moe.py:prepare_nvfp4_moe_layer_for_fi_or_cutlass"
 
 PAD_RULES: tuple[PadRule, ...] = (
-    # §8.3: FlashInfer CuTe-DSL / CUTLASS / cuDNN NVFP4 linear: weight N and K padded to 32 (zero
-    # rows/cols), activation padded on K, output sliced to N. FI TRTLLM linear pads nothing.
+    # FlashInfer CuTe-DSL / CUTLASS / cuDNN NVFP4 linear: weight N and K padded to 32 (zero
+    # rows/cols), activation padded on K, output sliced to N. FI TRTLLM linear pads nothing
+    # (vllm/model_executor/layers/quantization/utils/nvfp4_utils.py: pad_nvfp4_weight_for_cutlass).
     PadRule("mm_fp4", ("cudnn", "cutlass", "cute-dsl"), "nvfp4", "n", 32, None, _NVFP4_LINEAR_PAD),
     PadRule("mm_fp4", ("cudnn", "cutlass", "cute-dsl"), "nvfp4", "k", 32, None, _NVFP4_LINEAR_PAD),
-    # §8.2: FP8 per-tensor MoE on both FlashInfer backends: I_r to 16 (gated) / 128 (non-gated),
-    # gate and up halves padded independently. Hidden size is not padded.
+    # FP8 per-tensor MoE on both FlashInfer backends: I_r to 16 (gated) / 128 (non-gated), gate
+    # and up halves padded independently; hidden size is not padded
+    # (vllm/model_executor/layers/quantization/utils/flashinfer_utils.py: align_moe_weights_for_fi).
     PadRule("cutlass_fused_moe", ALL_BACKENDS, "fp8", "intermediate", 16, True, _FP8_MOE_PAD),
     PadRule("cutlass_fused_moe", ALL_BACKENDS, "fp8", "intermediate", 128, False, _FP8_MOE_PAD),
     PadRule("trtllm_fp8_per_tensor_scale_moe", ALL_BACKENDS, "fp8", "intermediate", 16, True,
             _FP8_MOE_PAD),
     PadRule("trtllm_fp8_per_tensor_scale_moe", ALL_BACKENDS, "fp8", "intermediate", 128, False,
             _FP8_MOE_PAD),
-    # §8.4: NVFP4 TRTLLM and CuTe-DSL MoE: H to 256 (activations padded at run time, output
-    # trimmed); I_r to 64 (gated, so GEMM1's 2*I_r rows are 128-aligned) / 128 (non-gated).
+    # NVFP4 TRTLLM and CuTe-DSL MoE: H to 256 (activations padded at run time, output trimmed);
+    # I_r to 64 (gated, so GEMM1's 2*I_r rows are 128-aligned) / 128 (non-gated)
+    # (vllm/model_executor/layers/quantization/utils/flashinfer_utils.py:
+    # align_fp4_moe_hidden_dim_for_fi, align_fp4_moe_weights_for_fi;
+    # vllm/model_executor/layers/quantization/utils/flashinfer_fp4_moe.py:
+    # prepare_nvfp4_moe_layer_for_flashinfer_cutedsl).
     PadRule("trtllm_fp4_block_scale_moe", ALL_BACKENDS, "nvfp4", "hidden", 256, None,
             _NVFP4_MOE_HIDDEN),
     PadRule("trtllm_fp4_block_scale_moe", ALL_BACKENDS, "nvfp4", "intermediate", 64, True,
@@ -100,17 +110,22 @@ PAD_RULES: tuple[PadRule, ...] = (
             "quantization/utils/flashinfer_fp4_moe.py:prepare_nvfp4_moe_layer_for_flashinfer_cutedsl"),
     PadRule("cute_dsl_fp4_block_scale_moe", ALL_BACKENDS, "nvfp4", "intermediate", 128, False,
             "quantization/utils/flashinfer_fp4_moe.py:prepare_nvfp4_moe_layer_for_flashinfer_cutedsl"),
-    # §8.4: FI CUTLASS NVFP4 MoE, non-gated: I_r zero-padded to the 128-row scale tile.
+    # FI CUTLASS NVFP4 MoE, non-gated: I_r zero-padded to the 128-row scale tile
+    # (vllm/model_executor/layers/quantization/utils/flashinfer_fp4_moe.py:
+    # prepare_nvfp4_moe_layer_for_fi_or_cutlass).
     PadRule("cutlass_fused_moe", ALL_BACKENDS, "nvfp4", "intermediate", 128, False,
             _NVFP4_CUTLASS_MOE),
 )
 
 VLLM_LIMITS: tuple[VllmLimit, ...] = (
-    # §8.3: every NVFP4 linear (ModelOpt W4A4) checks K at weight creation.
+    # Every NVFP4 linear (ModelOpt W4A4) checks K at weight creation
+    # (vllm/model_executor/layers/quantization/modelopt.py: KNvfp4Static.create_weights).
     VllmLimit("mm_fp4", ALL_BACKENDS, "nvfp4", "k", 16, None,
               "ValueError: in features size is not multiple of 16",
               "quantization/modelopt.py:KNvfp4Static.create_weights"),
-    # §8.4: gated FI-CUTLASS NVFP4 MoE cannot pad w1/w3 halves: 2*I_r must fill 128-row scale tiles.
+    # Gated FI-CUTLASS NVFP4 MoE cannot pad the w1/w3 halves: 2*I_r must fill 128-row scale tiles
+    # (vllm/model_executor/layers/quantization/utils/flashinfer_fp4_moe.py:
+    # prepare_nvfp4_moe_layer_for_fi_or_cutlass).
     VllmLimit("cutlass_fused_moe", ALL_BACKENDS, "nvfp4", "gemm1_rows", 128, True,
               "NotImplementedError: Intermediate size padding for w1 and w3 is not currently "
               "supported (2*I_r % 128 != 0)", _NVFP4_CUTLASS_MOE),

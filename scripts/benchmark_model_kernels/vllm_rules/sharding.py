@@ -1,9 +1,12 @@
-"""vLLM's tensor/expert-parallel sharding rules, as one small table plus a few special rules.
+"""vLLM's tensor/expert-parallel sharding rules: one table of linear kinds, the kind of every plan
+role, and a few special rules (QKV heads, experts, Mamba2, GatedDeltaNet).
 
-Every rule cites the vLLM 0.33.0 source it paraphrases (see ../shared/research/vllm_rules.md and
-references/sharding.md, which documents the same table with worked examples). vLLM's `divide(a, b)`
-asserts `a % b == 0`; it never pads for TP, so a non-dividing TP is a bad input here too
-(`ShardingError`, turned into a one-line `UsageError` naming the field that does not divide).
+In: logical sizes read from a config or a meta model, and the TP/EP sizes. Out: per-rank sizes (or
+the first local expert of an EP rank). Every rule cites the vLLM 0.33.0 source it paraphrases, as
+`vllm/<path>.py: <class or function>`; references/sharding.md documents the same rules with worked
+examples. vLLM's `divide(a, b)` (vllm/distributed/utils.py: divide) asserts `a % b == 0` and never
+pads for TP, so a TP that does not divide a size is a bad input here too: a one-line `UsageError`
+naming the field that does not divide.
 """
 
 from __future__ import annotations
@@ -11,19 +14,73 @@ from __future__ import annotations
 from ..errors import UsageError
 
 #: vLLM pads the vocabulary to a multiple of this before splitting it by TP
-#: (vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE).
+#: (vllm/model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE).
 VOCAB_PADDING = 64
 
-#: parallel kind -> (N divided by TP, K divided by TP). Sources (model_executor/layers/linear.py):
+#: linear kind -> (N divided by TP, K divided by TP), from vllm/model_executor/layers/linear.py:
 #:   column     ColumnParallelLinear / MergedColumnParallelLinear / QKVParallelLinear: N/tp, K full
 #:   row        RowParallelLinear: N full, K/tp (bias added on tp_rank 0 only)
-#:   replicated ReplicatedLinear, GateLinear, any layer built with disable_tp=True: nothing split
-#:   vocab      ParallelLMHead (vocab_parallel_embedding.py): N = round_up(V, 64)/tp, K full
+#:   replicated ReplicatedLinear, GateLinear, any layer built with disable_tp=True (LinearBase):
+#:              nothing split
+#:   vocab      ParallelLMHead (vllm/model_executor/layers/vocab_parallel_embedding.py):
+#:              N = round_up(V, 64)/tp, K full
 SPLIT = {
     "column": (True, False),
     "row": (False, True),
     "replicated": (False, False),
     "vocab": (True, False),
+}
+
+#: plan role -> the linear kind (a SPLIT key) of the vLLM layer that runs it. A role is the name
+#: a GEMM gets in the plan; shared-expert roles are the dense-MLP roles under `shared_expert.`.
+ROLE_KIND: dict[str, str] = {
+    # Self-attention. vllm/model_executor/layers/linear.py: QKVParallelLinear (separate q/k/v, or
+    # fused on disk and loaded with shard_id=None: same per-rank shape); o_proj is RowParallelLinear.
+    "qkv_proj": "column",
+    "o_proj": "row",
+    # Cross-attention (Mllama text layers): q alone and k+v fused, with the head split and KV-head
+    # replication of vllm/model_executor/layers/linear.py: QKVParallelLinear; o_proj RowParallelLinear.
+    "cross_attn.q_proj": "column",
+    "cross_attn.kv_proj": "column",
+    "cross_attn.o_proj": "row",
+    # DeepSeek MLA, vllm/model_executor/models/deepseek_v2.py: DeepseekV2MLAAttention. The q_a +
+    # kv_a merge is DeepSeekV2FusedQkvAProjLinear, built with disable_tp=True; without q_lora_rank,
+    # kv_a_proj_with_mqa is a ReplicatedLinear; q_b / q / kv_b are ColumnParallelLinear.
+    "mla.fused_qkv_a_proj": "replicated",
+    "mla.kv_a_proj_with_mqa": "replicated",
+    "mla.q_b_proj": "column",
+    "mla.q_proj": "column",
+    "mla.kv_b_proj": "column",
+    # DeepSeek-V3.2 / GLM-5 sparse-attention indexer, vllm/model_executor/models/deepseek_v2.py:
+    # Indexer (wq_b ReplicatedLinear; wk + weights_proj merged with disable_tp=True).
+    "indexer.wq_b": "replicated",
+    "indexer.wk_weights_proj": "replicated",
+    # vllm/model_executor/layers/mamba/mamba_mixer2.py: MambaMixer2 (in_proj column, out_proj row).
+    "mamba.in_proj": "column",
+    "mamba.out_proj": "row",
+    # vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: QwenGatedDeltaNetAttention
+    # (create_qkvz_proj / create_ba_proj column, out_proj row).
+    "gdn.in_proj_qkvz": "column",
+    "gdn.in_proj_ba": "column",
+    "gdn.out_proj": "row",
+    # Dense MLP, vllm/model_executor/models/llama.py: LlamaMLP (gate_up MergedColumnParallelLinear,
+    # down RowParallelLinear); non-gated: vllm/model_executor/models/gpt2.py: GPT2MLP (c_fc column,
+    # c_proj row).
+    "gate_up_proj": "column",
+    "up_proj": "column",
+    "down_proj": "row",
+    # Shared experts are that dense MLP, TP-sharded even under EP
+    # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE).
+    "shared_expert.gate_up_proj": "column",
+    "shared_expert.up_proj": "column",
+    "shared_expert.down_proj": "row",
+    # Router: vllm/model_executor/layers/fused_moe/router/gate_linear.py: GateLinear (a
+    # ReplicatedLinear, N = E global). Qwen's shared-expert gate (H -> 1) is a ReplicatedLinear
+    # (vllm/model_executor/models/qwen2_moe.py: Qwen2MoeSparseMoeBlock).
+    "router": "replicated",
+    "shared_expert_gate": "replicated",
+    # vllm/model_executor/layers/vocab_parallel_embedding.py: ParallelLMHead.
+    "lm_head": "vocab",
 }
 
 
@@ -41,7 +98,8 @@ def require_divides(total: int, tp: int, what: str, field: str = "--tp") -> int:
 
 
 def split(parallel: str, n: int, k: int, tp: int, what: str) -> tuple[int, int]:
-    """Per-rank (N, K) of a plain linear of `parallel` kind, from the SPLIT table."""
+    """Per-rank (N, K) of a plain linear of `parallel` kind (a SPLIT key); `what` names the layer
+    in the error when TP does not divide."""
     split_n, split_k = SPLIT[parallel]
     if parallel == "vocab":
         return vocab_per_rank(n, tp), k
@@ -51,18 +109,20 @@ def split(parallel: str, n: int, k: int, tp: int, what: str) -> tuple[int, int]:
 
 
 def pad_vocab(vocab: int) -> int:
-    """round_up(V, 64) (vocab_parallel_embedding.py: pad_vocab_size)."""
+    """round_up(V, 64) (vllm/model_executor/layers/vocab_parallel_embedding.py: pad_vocab_size)."""
     return -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
 
 
 def vocab_per_rank(vocab: int, tp: int) -> int:
-    """LM-head N per rank: divide(round_up(V, 64), tp) (VocabParallelEmbedding.__init__)."""
+    """LM-head N per rank: divide(round_up(V, 64), tp)
+    (vllm/model_executor/layers/vocab_parallel_embedding.py: VocabParallelEmbedding.__init__)."""
     return require_divides(pad_vocab(vocab), tp, "the padded vocabulary (vocab_size rounded up to 64)")
 
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
-    """QKVParallelLinear.__init__: tp < Hkv -> Hkv/tp (must divide); tp >= Hkv -> 1 head per rank,
-    replicated tp/Hkv times (tp must be a multiple of Hkv)."""
+    """KV heads per rank (vllm/model_executor/layers/linear.py: QKVParallelLinear.__init__):
+    tp < Hkv -> Hkv/tp (must divide); tp >= Hkv -> 1 head per rank, replicated tp/Hkv times (tp must
+    be a multiple of Hkv)."""
     if tp >= num_kv_heads:
         if tp % num_kv_heads:
             raise UsageError(
@@ -78,9 +138,10 @@ def qkv_per_rank(
     num_heads: int, num_kv_heads: int, head_dim: int, tp: int, *,
     v_head_dim: int | None = None, q_multiplier: int = 1, has_v: bool = True,
 ) -> int:
-    """Per-rank N of the fused QKV GEMM (QKVParallelLinear):
+    """Per-rank N of the fused QKV GEMM (vllm/model_executor/layers/linear.py: QKVParallelLinear):
     N_r = q_multiplier*Hq/tp*d + Hkv_r*d + Hkv_r*d_v.
-    `q_multiplier=2` is Qwen3-Next's gated attention (total_num_heads = 2*Hq, models/qwen3_next.py);
+    `q_multiplier=2` is Qwen3-Next's gated attention (total_num_heads = 2*Hq,
+    vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention);
     `has_v=False` is a K=V layer (Gemma 4 global attention: no v projection)."""
     hq_r = require_divides(num_heads, tp, "num_attention_heads")
     hkv_r = kv_heads_per_rank(num_kv_heads, tp)
@@ -90,7 +151,8 @@ def qkv_per_rank(
 
 def moe_per_rank(num_experts: int, intermediate: int, tp: int, ep: int) -> tuple[int, int]:
     """(experts on rank 0, per-rank intermediate I_r) of a routed-expert layer
-    (fused_moe/config.py: FusedMoEParallelConfig.make; expert_map_manager.py: determine_expert_map).
+    (vllm/model_executor/layers/fused_moe/config.py: FusedMoEParallelConfig.make;
+    vllm/model_executor/layers/fused_moe/expert_map_manager.py: determine_expert_map).
     TP-MoE (ep == 1): all E experts, I/tp (FusedMoEConfig asserts it divides).
     EP (ep > 1, tp_moe = 1): E//ep experts (+1 on the first E%ep ranks, so rank 0 gets it), full I."""
     if ep <= 1:
@@ -103,7 +165,8 @@ def moe_per_rank(num_experts: int, intermediate: int, tp: int, ep: int) -> tuple
 def mamba2_in_proj_per_rank(
     intermediate: int, n_groups: int, state_size: int, num_heads: int, tp: int
 ) -> int:
-    """Per-rank N of MambaMixer2.in_proj (layers/mamba/mamba_mixer2.py, extra_groups_for_head_shards):
+    """Per-rank N of MambaMixer2.in_proj (vllm/model_executor/layers/mamba/mamba_mixer2.py:
+    MambaMixer2.__init__, with MambaStateShapeCalculator.extra_groups_for_head_shards):
     n_groups % tp == 0 -> (2I + 2*G*N + nheads)/tp; n_groups == 1 -> the one group is replicated per
     rank: 2I/tp + 2N + nheads/tp; otherwise vLLM asserts."""
     require_divides(num_heads, tp, "mamba_num_heads")
@@ -116,16 +179,30 @@ def mamba2_in_proj_per_rank(
                      f"use one of {divisors_hint(n_groups)}")
 
 
-def gdn_per_rank(num_k_heads: int, num_v_heads: int, head_k_dim: int, head_v_dim: int, tp: int):
+def gdn_per_rank(num_k_heads: int, num_v_heads: int, head_k_dim: int, head_v_dim: int, tp: int
+                 ) -> tuple[int, int, int]:
     """Per-rank (N of in_proj_qkvz, N of in_proj_ba, K of out_proj) of a GatedDeltaNet layer
-    (layers/mamba/gdn/qwen_gdn_linear_attn.py: create_qkvz_proj/create_ba_proj): the fused qkvz
+    (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: QwenGatedDeltaNetAttention,
+    create_qkvz_proj / create_ba_proj): the fused qkvz
     shard is interleaved per key-head group, so Hk (and Hv) must divide by tp."""
     hk_r = require_divides(num_k_heads, tp, "linear_num_key_heads")
     hv_r = require_divides(num_v_heads, tp, "linear_num_value_heads")
     return 2 * hk_r * head_k_dim + 2 * hv_r * head_v_dim, 2 * hv_r, hv_r * head_v_dim
 
 
+def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
+    """Global index of EP rank `rank`'s first expert under vLLM's default linear placement: a
+    contiguous block starting at rank*(E//ep) + min(rank, E%ep), the remainder going to the first
+    ranks (vllm/model_executor/layers/fused_moe/expert_map_manager.py: determine_expert_map).
+
+    >>> [first_local_expert(10, 4, r) for r in range(4)]
+    [0, 3, 6, 8]
+    """
+    return rank * (num_experts // ep) + min(rank, num_experts % ep)
+
+
 __all__ = [
-    "VOCAB_PADDING", "SPLIT", "require_divides", "split", "pad_vocab", "vocab_per_rank",
-    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "mamba2_in_proj_per_rank", "gdn_per_rank",
+    "VOCAB_PADDING", "SPLIT", "ROLE_KIND", "require_divides", "split", "pad_vocab", "vocab_per_rank",
+    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "first_local_expert", "mamba2_in_proj_per_rank",
+    "gdn_per_rank",
 ]

@@ -1,8 +1,9 @@
-"""Driver plumbing: argv, CSV parsing, outcome classification, and the restartable worker.
+"""Outcome classification: driver CSV parsing, ok / unsupported / failed with the driver's own words,
+the timer policy, and Case + Outcome -> Row.
 
 Classification is checked against the driver's own message formats (research/flashinfer_driver.md
 sections 1.5, 1.6, 2) and, when present, against output captured from the real driver on the H200
-(tests/fixtures/driver/*.log|csv). The worker is exercised with a stand-in driver for plumbing only.
+(tests/fixtures/driver/*.log|csv).
 """
 
 from __future__ import annotations
@@ -11,37 +12,21 @@ import os
 
 import pytest
 
-from benchmark_model_kernels.run import driver
-from benchmark_model_kernels.run.driver import Outcome, WorkerPool, WorkerReply, case_from_dict, case_to_dict, classify_driver_case, classify_python_case, driver_argv, read_driver_csv
+from benchmark_model_kernels.run import outcome
+from benchmark_model_kernels.run.outcome import (
+    RETRY_MARKER,
+    Outcome,
+    WorkerReply,
+    classify_driver_case,
+    classify_python_case,
+    read_driver_csv,
+    row_from_case,
+)
 from benchmark_model_kernels.run.results import RunSettings
-
-from helpers_runner import CUPTI_FALLBACK, FAKE_REPO, HANG, SEGFAULT, gemm_case, moe_case
+from helpers_runner import gemm_case, moe_case
 
 S = RunSettings()
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "driver")
-
-
-# ---------------------------------------------------------------------------------------- argv
-def test_driver_argv_appends_timing_flags_verbose_and_case_tag():
-    c = gemm_case(4096)
-    s = RunSettings(num_iters=7, dry_run_iters=2, autotune=True, autotune_cache="/w/at.json")
-    argv = driver_argv(c, s)
-    assert argv[: len(c.driver_args)] == list(c.driver_args)
-    tail = argv[len(c.driver_args):]
-    assert tail == ["--num_iters", "7", "--dry_run_iters", "2", "--autotune", "--autotune_cache",
-                    "/w/at.json", "-v", "--case_tag", c.case_id]
-
-
-def test_driver_argv_no_autotune_means_no_cache_and_no_graph_flag():
-    s = RunSettings(autotune=False, cuda_graph=False, autotune_cache="/w/at.json")
-    argv = driver_argv(gemm_case(4096), s)
-    assert "--autotune" not in argv and "--autotune_cache" not in argv
-    assert "--no_cuda_graph" in argv
-
-
-def test_case_json_round_trip_gemm_and_moe():
-    for c in (gemm_case(4096, skip="x"), moe_case()):
-        assert case_from_dict(case_to_dict(c)) == c
 
 
 # ----------------------------------------------------------------------------------------- CSV
@@ -108,10 +93,12 @@ def test_exception_quotes_the_error_line():
 
 
 def test_argparse_exit_quotes_the_usage_error():
-    log = "usage: flashinfer_benchmark.py [-h] ...\nflashinfer_benchmark.py: error: argument --m: invalid int value: 'x'\n"
+    log = ("usage: flashinfer_benchmark.py [-h] ...\n"
+           "flashinfer_benchmark.py: error: argument --m: invalid int value: 'x'\n")
     out = classify_driver_case(log, [], WorkerReply({"systemexit": "exit code 2"}), S)
     assert out.status == "failed"
-    assert out.reason == "driver rejected its arguments: flashinfer_benchmark.py: error: argument --m: invalid int value: 'x'"
+    assert out.reason == ("driver rejected its arguments: "
+                          "flashinfer_benchmark.py: error: argument --m: invalid int value: 'x'")
 
 
 def test_lost_worker_reason_has_the_last_output():
@@ -127,7 +114,8 @@ def test_silence_is_failed_with_the_tail():
     assert out.status == "failed" and "no result row" in out.reason and "Namespace" in out.reason
 
 
-FALLBACK = "UserWarning: CUPTI is not installed. Try 'pip install -U cupti-python'. Falling back to CUDA events for benchmarking."
+FALLBACK = ("UserWarning: CUPTI is not installed. Try 'pip install -U cupti-python'. "
+            "Falling back to CUDA events for benchmarking.")
 
 
 def test_cupti_fallback_fails_the_row_unless_allowed():
@@ -199,12 +187,12 @@ def test_classify_output_captured_from_the_real_driver(name):
 
 def test_captured_probe_message_spanning_lines_is_quoted_whole():
     text, rows = _captured("mm_bf16")
-    statements = driver.support_statements(text)
+    statements = outcome.support_statements(text)
     cutile = next(s for s in statements if s.startswith("[INFO] cutile"))
     assert "No valid config found" in cutile and "'tileiras' compiler not found" in cutile
     assert any("No module named 'cutlass'" in s for s in statements)
     # the row for the case's own backend is picked, not the first row
-    assert driver.pick_row(rows, "tinygemm")["backend"] == "tinygemm"
+    assert outcome.pick_row(rows, "tinygemm")["backend"] == "tinygemm"
 
 
 def test_captured_testlist_csv_rows_and_the_bad_shape_message():
@@ -214,61 +202,27 @@ def test_captured_testlist_csv_rows_and_the_bad_shape_message():
         ("tl_2", "cublas_autotune"), ("tl_2", "cudnn_autotune")]
     assert all(float(r["median_time"]) > 0 for r in rows)
     assert any(s.startswith("[INFO] tinygemm backend does not support this configuration: RuntimeError")
-               for s in driver.support_statements(text))
-
-
-# ---------------------------------------------------------------- the worker (stand-in driver)
-def _req(tmp_path, case, settings=S):
-    stem = tmp_path / case.case_id
-    return {"job": "driver", "case_id": case.case_id, "argv": driver_argv(case, settings),
-            "log_path": f"{stem}.log", "csv_path": f"{stem}.csv", "settings": {}}
-
-
-def test_worker_survives_a_segfault_and_a_hang(tmp_path):
-    pool = WorkerPool(FAKE_REPO, str(tmp_path / "worker.log"))
-    try:
-        ok = gemm_case(4096)
-        r = pool.run(_req(tmp_path, ok), timeout=30)
-        assert not r.lost and read_driver_csv(str(tmp_path / f"{ok.case_id}.csv"))
-        crash = gemm_case(SEGFAULT)
-        r = pool.run(_req(tmp_path, crash), timeout=30)
-        assert r.lost == "worker exited with signal 11 (SIGSEGV)"
-        # faulthandler wrote the Python stack into the case's own log
-        assert "Segmentation fault" in (tmp_path / f"{crash.case_id}.log").read_text()
-        hang = gemm_case(HANG)
-        r = pool.run(_req(tmp_path, hang), timeout=2)
-        assert r.lost.startswith("timed out after 2 s")
-        r = pool.run(_req(tmp_path, gemm_case(4096, m=16)), timeout=30)
-        assert not r.lost
-        assert pool.starts == 3  # a fresh worker after each of the two losses
-    finally:
-        pool.stop(kill=True)
-
-
-def test_worker_records_the_cupti_warning_in_every_case(tmp_path):
-    pool = WorkerPool(FAKE_REPO, str(tmp_path / "worker.log"))
-    try:
-        for m in (1, 2):  # Python shows a warning once per process by default; we need it twice
-            r = pool.run(_req(tmp_path, gemm_case(CUPTI_FALLBACK, m=m)), timeout=30)
-            assert any("Falling back to CUDA events" in w for w in r.answer["warnings"])
-    finally:
-        pool.stop(kill=True)
-
-
-def test_worker_env_disables_downloads_and_keeps_pythonpath(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYTHONPATH", "/opt/fi-site")
-    env = WorkerPool(FAKE_REPO, str(tmp_path / "w.log"))._env()
-    assert env["FLASHINFER_NO_DOWNLOAD"] == "1"
-    assert env["PYTHONPATH"].split(os.pathsep) == [driver.SCRIPTS_DIR, "/opt/fi-site"]
+               for s in outcome.support_statements(text))
 
 
 def test_only_the_untuned_retry_decides_the_outcome():
     log = ("[INFO] cutile backend does not support autotune\n[ERROR] No backends passed validation. Exiting.\n"
-           f"{driver.RETRY_MARKER}\n"
-           "[INFO] cutile backend does not support this configuration: ValueError: No valid config found in search space.\n"
+           f"{RETRY_MARKER}\n"
+           "[INFO] cutile backend does not support this configuration: "
+           "ValueError: No valid config found in search space.\n"
            "FileNotFoundError: 'tileiras' compiler not found\n"
            "[ERROR] No backends passed validation. Exiting.\n")
     out = classify_driver_case(log, [], WorkerReply({"autotune_dropped": True}), S, "cutile")
     assert out == Outcome("unsupported", "[INFO] cutile backend does not support this configuration: "
                           "ValueError: No valid config found in search space. "
                           "FileNotFoundError: 'tileiras' compiler not found")
+
+
+# --------------------------------------------------------------------------------- Case -> Row
+def test_row_from_case_carries_logical_and_physical_shapes():
+    g = row_from_case(gemm_case(4096, k=128), Outcome("ok", "", 12.0, 0.5, "cupti"))
+    assert (g.n, g.k, g.phys_n, g.phys_k) == (4096, 128, 4096, 128)
+    assert (g.status, g.median_us, g.std_us, g.timer, g.quant_us) == ("ok", 12.0, 0.5, "cupti", None)
+    m = row_from_case(moe_case(), Outcome("failed", "x"), quant_us=1.5)
+    assert (m.intermediate, m.top_k, m.routing_method, m.activation) == (768, 8, "renormalize", "Swiglu")
+    assert m.status == "failed" and m.reason == "x" and m.median_us is None and m.quant_us == 1.5

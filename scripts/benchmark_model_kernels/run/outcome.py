@@ -1,12 +1,11 @@
-"""Parent side of running cases: driver argv, a restartable worker process, and honest outcomes.
+"""What one case produced: the worker's answer, the driver's output and CSV -> an Outcome -> a Row.
 
-One `WorkerPool` keeps ONE worker process (worker.py) alive across cases so torch, FlashInfer and
-their JIT modules load once. A case that crashes, hangs past its timeout, or poisons the CUDA
-context costs only itself: the pool kills the worker's process group and starts a fresh one.
+In: the text a case printed (its log), the driver's CSV rows and the worker's JSON answer
+(`WorkerReply`). Out: an `Outcome` (ok / unsupported / failed, a reason, the time and what timed
+it), and `row_from_case` turns Case + Outcome into the results Row.
 
-`classify_driver_case` turns what the driver left behind (its printed output, its CSV, the worker's
-answer) into ok / unsupported / failed with a reason quoting the driver's own words
-(research/flashinfer_driver.md sections 1.5, 1.6 and 2):
+`classify_driver_case` quotes the driver's own words (research/flashinfer_driver.md sections 1.5,
+1.6 and 2):
   - a CSV row                                          -> ok (times in ms -> us)
   - "[ERROR] No backends passed validation/to test"   -> unsupported when every reason printed
     before it ("[INFO] <b> backend does not support this configuration: <Exc>: <msg>",
@@ -14,29 +13,19 @@ answer) into ok / unsupported / failed with a reason quoting the driver's own wo
     support statement; failed when a reason is a fault (CUDA error, out of memory)
   - an exception ("[ERROR] Error: <msg>"), argparse exit, crash, timeout -> failed, quoted
   - CUPTI fallback ("... Falling back to CUDA events ...") -> failed unless allow_cuda_events
+`classify_python_case` does the same for torch-baseline and quant-timing cases.
 """
 
 from __future__ import annotations
 
 import csv
-import json
-import os
 import re
-import select
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases.schema import Case, GemmShape, MoeShape
-from ..plan.schema import Routing
-from .results import RunSettings
+from .results import Row, RunSettings
 from .timing import cupti_fallback_in, cupti_fallback_reason
-
-DRIVER_SCRIPT = "flashinfer_benchmark.py"
-SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _NO_BACKENDS = re.compile(r"\[ERROR\] No backends (?:passed validation|to test)\. Exiting\.")
 _DOES_NOT_SUPPORT = re.compile(r"\[INFO\] (\S+) backend does not support (this configuration: .*|autotune)")
@@ -52,63 +41,6 @@ _FAULT = re.compile(
 TAIL_CHARS = 1500
 #: Printed by the worker before it re-runs a case without --autotune; only what follows counts.
 RETRY_MARKER = "[bmk-worker] retrying without --autotune (the driver cannot autotune this backend)"
-
-
-# ------------------------------------------------------------------------------------------------
-# Case <-> JSON (the worker rebuilds torch/quant cases from this)
-
-
-def case_to_dict(case: Case) -> dict[str, Any]:
-    return asdict(case)
-
-
-def case_from_dict(d: dict[str, Any]) -> Case:
-    d = dict(d)
-    shape = GemmShape if d["kind"] == "gemm" else MoeShape
-    d["logical"] = shape(**d["logical"])
-    d["physical"] = shape(**d["physical"])
-    if d.get("routing") is not None:
-        d["routing"] = Routing(**d["routing"])
-    for key in ("modules", "driver_args"):
-        d[key] = tuple(d.get(key) or ())
-    return Case(**d)
-
-
-# ------------------------------------------------------------------------------------------------
-# argv
-
-
-def benchmarks_dir(flashinfer_repo: str) -> str:
-    return os.path.join(os.path.abspath(flashinfer_repo), "benchmarks")
-
-
-def has_driver(flashinfer_repo: str) -> bool:
-    return os.path.isfile(os.path.join(benchmarks_dir(flashinfer_repo), DRIVER_SCRIPT))
-
-
-def driver_argv(case: Case, settings: RunSettings) -> list[str]:
-    """The case's full driver argv: its own args + timing flags + `-v` + `--case_tag <case_id>`.
-
-    GEMM and MoE routines (the only ones planned) define --autotune; `--autotune_cache` is passed
-    only with autotuning so --no_autotune really means default tactics.
-    """
-    argv = list(case.driver_args)
-    argv += ["--num_iters", str(settings.num_iters), "--dry_run_iters", str(settings.dry_run_iters)]
-    if not settings.cuda_graph:
-        argv.append("--no_cuda_graph")
-    if settings.autotune:
-        argv.append("--autotune")
-        if settings.autotune_cache:
-            argv += ["--autotune_cache", settings.autotune_cache]
-    if "-v" not in argv and "--verbose" not in argv:
-        argv.append("-v")
-    if "--case_tag" not in argv:
-        argv += ["--case_tag", case.case_id]
-    return argv
-
-
-# ------------------------------------------------------------------------------------------------
-# Output parsing
 
 
 def read_driver_csv(path: str) -> list[dict[str, str]]:
@@ -302,154 +234,39 @@ def classify_python_case(log_text: str, reply: WorkerReply, settings: RunSetting
     return apply_timer_policy(out, timer, evidence, settings)
 
 
-# ------------------------------------------------------------------------------------------------
-# The worker process
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "worker did not exit"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = "unknown signal"
-        return f"worker exited with signal {-returncode} ({name})"
-    return f"worker exited with code {returncode}"
-
-
-class WorkerPool:
-    """At most one live worker (one GPU); restarted after a crash, a timeout or a CUDA fault."""
-
-    def __init__(self, flashinfer_repo: str | None, worker_log: str, python: str = sys.executable):
-        self.bench_dir = benchmarks_dir(flashinfer_repo) if flashinfer_repo else ""
-        self.worker_log = worker_log
-        self.python = python
-        self.proc: subprocess.Popen | None = None
-        self._answers = -1
-        self._buf = b""
-        self.starts = 0
-        """How many worker processes were started (tests and the summary read it)."""
-
-    # -- lifecycle
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # Keep the caller's PYTHONPATH (the GPU image's wheel site lives there); add our package.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
-        env["FLASHINFER_NO_DOWNLOAD"] = "1"  # never stall on an artifact download
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
-
-    def start(self) -> None:
-        read_fd, write_fd = os.pipe()
-        cmd = [self.python, "-u", "-m", "benchmark_model_kernels.run.worker", "--answer_fd", str(write_fd)]
-        if self.bench_dir:
-            cmd += ["--benchmarks_dir", self.bench_dir]
-        with open(self.worker_log, "ab") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
-                cwd=self.bench_dir or None,
-                env=self._env(),
-                start_new_session=True,  # its own process group: a timeout kills JIT children too
-            )
-        os.close(write_fd)
-        self._answers, self._buf = read_fd, b""
-        self.starts += 1
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, kill: bool = False) -> None:
-        """End the worker (closing stdin lets it exit; `kill` or a stuck one gets SIGKILL)."""
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        try:
-            if proc.stdin:
-                proc.stdin.close()
-        except OSError:
-            pass
-        if not kill:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                kill = True
-        if kill and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-        proc.wait()
-        os.close(self._answers)
-        self._answers = -1
-
-    close = stop
-
-    # -- one case
-    def run(self, request: dict[str, Any], timeout: float) -> WorkerReply:
-        """Send one case and wait for its answer; never raises for a worker failure."""
-        if not self.alive():
-            self.stop(kill=True)
-            self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return self._lost()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.stop(kill=True)
-                return WorkerReply(lost=f"timed out after {timeout:g} s (--case_timeout); worker killed")
-            ready, _, _ = select.select([self._answers], [], [], min(left, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(self._answers, 65536)
-            if not chunk:  # EOF: the worker is gone without answering
-                return self._lost()
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        answer = json.loads(line)
-        if answer.get("poisoned"):
-            self.stop()  # it exits by itself after a CUDA fault; reap it
-        return WorkerReply(answer=answer)
-
-    def _lost(self) -> WorkerReply:
-        proc = self.proc
-        rc = None
-        if proc is not None:
-            try:
-                rc = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                rc = None
-        self.stop(kill=True)
-        return WorkerReply(lost=describe_exit(rc))
+def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -> Row:
+    """A results Row: the case's logical/physical shape + the outcome (no roofline yet)."""
+    shape: dict[str, Any] = {}
+    lg, ph = case.logical, case.physical
+    if isinstance(lg, GemmShape):
+        shape = {"n": lg.n, "k": lg.k, "phys_n": ph.n, "phys_k": ph.k}
+    elif isinstance(lg, MoeShape):
+        shape = {"hidden": lg.hidden, "intermediate": lg.intermediate, "experts": lg.experts,
+                 "global_experts": lg.global_experts, "top_k": lg.top_k,
+                 "phys_hidden": ph.hidden, "phys_intermediate": ph.intermediate,
+                 "activation": case.activation,
+                 "routing_method": case.routing.method if case.routing else ""}
+    return Row(
+        case_id=case.case_id, kind=case.kind, name=case.name, modules="|".join(case.modules),
+        layers=case.layers, m=case.m, dtype=case.dtype, backend=case.backend, routine=case.routine,
+        variant=case.variant, with_quant=case.with_quant, **shape,
+        median_us=outcome.median_us, std_us=outcome.std_us, quant_us=quant_us,
+        status=outcome.status, reason=outcome.reason, timer=outcome.timer,
+    )
 
 
 __all__ = [
-    "DRIVER_SCRIPT",
     "RETRY_MARKER",
     "Outcome",
     "WorkerReply",
-    "WorkerPool",
     "apply_timer_policy",
-    "timer_from_output",
-    "benchmarks_dir",
-    "case_from_dict",
-    "case_to_dict",
     "classify_driver_case",
     "classify_python_case",
-    "describe_exit",
-    "driver_argv",
-    "has_driver",
+    "fallback_timer",
     "pick_row",
     "read_driver_csv",
+    "row_from_case",
     "support_statements",
     "tail",
+    "timer_from_output",
 ]

@@ -1,0 +1,274 @@
+"""Probes of the GPU stack: CUDA versions, nvcc, the GPU through NVML, torch's view of it, and which
+timer FlashInfer really uses.
+
+Every probe is guarded: it returns None / an "error" string instead of raising. GPU facts come
+from NVML *before* this process touches CUDA, so the idle check does not see the probe itself as a
+competing process. Heavy modules (pynvml, torch, flashinfer) are imported inside the probes only,
+so the doctor and the environment record cost nothing on a CPU machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from typing import Any
+
+from ..run.results import RunSettings
+from ..run.timing import bench
+from .versions import dist_version
+
+#: A GPU busier than this (percent, max of a few samples) is not idle.
+IDLE_UTILIZATION_PCT = 5
+
+
+def cuda_stack() -> dict[str, str | None]:
+    """CUDA versions the tool depends on: torch's runtime, the CUPTI wheels, nvcc."""
+    out: dict[str, str | None] = {
+        "cuda_runtime": None,
+        "cuda_runtime_wheel": dist_version("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13",
+                                            "nvidia-cuda-runtime-cu12"),
+        "nvidia_cuda_cupti": dist_version("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu13",
+                                           "nvidia-cuda-cupti-cu12"),
+        "cupti_python": dist_version("cupti-python"),
+    }
+    try:
+        import torch
+
+        out["cuda_runtime"] = torch.version.cuda
+    except Exception:
+        pass
+    return out
+
+
+def nvcc_info() -> dict[str, str | None]:
+    """Where nvcc is (FlashInfer's lookup order: FLASHINFER_NVCC, CUDA_HOME/CUDA_PATH, PATH) and
+    its release, plus the ninja binary FlashInfer's JIT drives nvcc with."""
+    out: dict[str, str | None] = {"nvcc": None, "nvcc_version": None, "ninja": None, "error": None}
+    candidates = [os.environ.get("FLASHINFER_NVCC")]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
+    candidates += [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
+    nvcc = next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    out["nvcc"] = nvcc
+    if nvcc:
+        try:
+            text = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                                  timeout=30).stdout
+            m = re.search(r"release (\d+\.\d+)", text)
+            out["nvcc_version"] = m.group(1) if m else None
+        except Exception as e:
+            out["error"] = f"{type(e).__name__}: {e}"
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        try:
+            import ninja as ninja_mod  # the pip "ninja" package ships the binary
+
+            ninja = os.path.join(ninja_mod.BIN_DIR, "ninja")
+        except Exception:
+            ninja = None
+    out["ninja"] = ninja
+    return out
+
+
+# --------------------------------------------------------------------------- GPU (NVML)
+
+
+def _nvml_index(cuda_index: int) -> int | str:
+    """The NVML index (or UUID) of CUDA device `cuda_index`, honouring CUDA_VISIBLE_DEVICES.
+    (Assumes CUDA_DEVICE_ORDER=PCI_BUS_ID-compatible order, true on single-model hosts.)"""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not visible.strip():
+        return cuda_index
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if cuda_index >= len(entries):
+        raise IndexError(f"CUDA_VISIBLE_DEVICES={visible} has no device {cuda_index}")
+    e = entries[cuda_index]
+    return int(e) if e.isdigit() else e
+
+
+def driver_present() -> bool:
+    """Whether an NVIDIA driver is visible without NVML (device node or nvidia-smi)."""
+    return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None
+
+
+def _s(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def gpu_info(index: int = 0, samples: int = 3) -> dict[str, Any]:
+    """GPU `index` (CUDA numbering) through NVML: name, compute capability, memory, clocks, power,
+    utilization (max of `samples` readings 0.1 s apart) and the processes on it.
+
+    On failure returns the same keys with None and "error": "<why>" (no GPU, no driver, no pynvml).
+    """
+    out: dict[str, Any] = {
+        "index": index, "name": None, "compute_capability": None, "sm_count": None,
+        "memory_gb": None, "memory_used_gb": None,
+        "clocks_mhz": {"sm_max": None, "mem_max": None, "sm_current": None},
+        "power_limit_w": None, "utilization_pct": None, "processes": None,
+        "driver": None, "driver_cuda": None, "error": None,
+    }
+    try:
+        import pynvml
+    except Exception as e:
+        out["error"] = f"nvidia-ml-py (pynvml) is not importable ({type(e).__name__}: {e})"
+        out["driver_present"] = driver_present()
+        return out
+    try:
+        pynvml.nvmlInit()
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+        return out
+    try:
+        out["driver"] = _guard(lambda: _s(pynvml.nvmlSystemGetDriverVersion()))
+        cuda_int = _guard(pynvml.nvmlSystemGetCudaDriverVersion)
+        if cuda_int:
+            out["driver_cuda"] = f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}"
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            out["error"] = "NVML sees 0 GPUs"
+            return out
+        which = _nvml_index(index)
+        handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
+                  else pynvml.nvmlDeviceGetHandleByUUID(which))
+        out["name"] = _s(pynvml.nvmlDeviceGetName(handle))
+        cc = _guard(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+        if cc:
+            out["compute_capability"] = f"{cc[0]}.{cc[1]}"
+        mem = _guard(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+        if mem is not None:
+            out["memory_gb"] = round(mem.total / 1e9, 1)
+            out["memory_used_gb"] = round(mem.used / 1e9, 2)
+        out["clocks_mhz"] = {
+            "sm_max": _guard(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            "mem_max": _guard(lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle,
+                                                                       pynvml.NVML_CLOCK_MEM)),
+            "sm_current": _guard(lambda: pynvml.nvmlDeviceGetClockInfo(handle,
+                                                                       pynvml.NVML_CLOCK_SM)),
+        }
+        power = _guard(lambda: pynvml.nvmlDeviceGetPowerManagementLimit(handle))
+        out["power_limit_w"] = round(power / 1000) if power else None
+        utils = []
+        for i in range(max(1, samples)):
+            u = _guard(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            if u is not None:
+                utils.append(int(u))
+            if i + 1 < samples:
+                time.sleep(0.1)
+        out["utilization_pct"] = max(utils) if utils else None
+        out["processes"] = _gpu_processes(pynvml, handle)
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        _guard(pynvml.nvmlShutdown)
+    return out
+
+
+def _guard(fn):
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def _gpu_processes(pynvml, handle) -> list[dict[str, Any]] | None:
+    procs: dict[int, dict[str, Any]] = {}
+    seen = False
+    for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        fn = getattr(pynvml, getter, None)
+        listed = _guard(lambda fn=fn: fn(handle)) if fn else None
+        if listed is None:
+            continue
+        seen = True
+        for p in listed:
+            used = getattr(p, "usedGpuMemory", None)
+            procs[p.pid] = {
+                "pid": int(p.pid),
+                "used_memory_mb": round(used / 2**20) if isinstance(used, int) else None,
+                "name": _guard(lambda p=p: _s(pynvml.nvmlSystemGetProcessName(p.pid))),
+            }
+    return list(procs.values()) if seen else None
+
+
+def sm_count_from_driver(index: int = 0) -> int | None:
+    """SM count through the CUDA driver API (libcuda via ctypes: cuInit + cuDeviceGetAttribute).
+    Unlike torch this creates no CUDA context, so recording the environment in the runner's
+    parent process leaves the GPU untouched. Honours CUDA_VISIBLE_DEVICES like any CUDA program."""
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        if lib.cuInit(0) != 0:
+            return None
+        dev = ctypes.c_int()
+        if lib.cuDeviceGet(ctypes.byref(dev), index) != 0:
+            return None
+        value = ctypes.c_int()
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+        if lib.cuDeviceGetAttribute(ctypes.byref(value), CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                    dev) != 0:
+            return None
+        return int(value.value)
+    except Exception:
+        return None
+
+
+def torch_cuda(index: int = 0) -> dict[str, Any]:
+    """What torch sees: its version, CUDA build, whether CUDA works, and the SM count (NVML does
+    not report SMs). Initializes CUDA in this process, so call it after gpu_info()."""
+    out: dict[str, Any] = {"torch": None, "cuda_build": None, "available": False,
+                           "device_count": 0, "sm_count": None, "error": None}
+    try:
+        import torch
+
+        out["torch"] = torch.__version__
+        out["cuda_build"] = torch.version.cuda
+        out["available"] = bool(torch.cuda.is_available())
+        if out["available"]:
+            out["device_count"] = torch.cuda.device_count()
+            if index < out["device_count"]:
+                out["sm_count"] = int(torch.cuda.get_device_properties(index).multi_processor_count)
+            else:
+                out["error"] = f"torch sees {out['device_count']} GPU(s); there is no GPU {index}"
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+# --------------------------------------------------------------------------- timer probe
+
+
+def probe_timer(index: int = 0) -> dict[str, Any]:
+    """Time a tiny BF16 matmul through `timing.bench` (FlashInfer's `bench_gpu_time` with CUPTI on,
+    exactly as every row is timed) and report which timer really ran.
+
+    FlashInfer warns and silently falls back to CUDA events / CUDA graphs when `cupti` cannot be
+    imported; `timing.bench` records that warning. Returns {"timer": "cupti" | "cuda_graph" |
+    "cuda_events" | None, "median_us", "warning", "error"}.
+    """
+    out: dict[str, Any] = {"timer": None, "median_us": None, "warning": None, "error": None}
+    try:
+        import torch
+
+    except Exception as e:
+        out["error"] = f"cannot import torch: {type(e).__name__}: {e}"
+        return out
+    try:
+        if not torch.cuda.is_available():
+            out["error"] = "torch.cuda.is_available() is False"
+            return out
+        dev = torch.device("cuda", index)
+        a = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
+        settings = RunSettings(dry_run_iters=3, num_iters=10)  # runs' defaults otherwise
+        m = bench(torch.matmul, settings, input_args=(a, b))
+        out["timer"] = m.timer
+        out["median_us"] = round(m.median_us, 3)
+        out["warning"] = m.note or None
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out

@@ -1,0 +1,104 @@
+"""What one decoder layer contributes to a plan, before identical layers are merged.
+
+`planner` walks a layer and fills a `LayerScan` (what the layer holds); the classifiers in `roles`
+read it and append to its `LayerPlan` (what vLLM runs for it: `Item`s, `MoeItem`s and
+`Unsupported` modules); `merge` turns the per-layer plans into the plan's entries. `Context` holds
+what every classifier needs about the model and the parallel layout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .schema import Routing, Unsupported
+
+#: (out features, in features, has bias) of one Linear, as the model stores it (not yet per rank).
+Dims = tuple[int, int, bool]
+
+
+@dataclass
+class Item:
+    """One GEMM role found in one layer, at its per-rank size."""
+
+    name: str
+    modules: list[str]
+    n: int
+    k: int
+    parallel: str
+    bias: bool
+
+
+@dataclass
+class MoeItem:
+    """One routed-expert block found in one layer, at its per-rank size."""
+
+    name: str
+    module: str
+    hidden: int
+    intermediate: int
+    experts: int
+    global_experts: int
+    top_k: int
+    activation: str
+    routing: Routing
+    gated: bool
+    bias: bool
+
+
+@dataclass
+class LayerPlan:
+    """What one decoder layer (or the top level) contributes."""
+
+    items: list[Item] = field(default_factory=list)
+    moe: list[MoeItem] = field(default_factory=list)
+    unsupported: list[Unsupported] = field(default_factory=list)
+
+
+@dataclass
+class LayerScan:
+    """One decoder layer being classified.
+
+    `linears` and `others` are keyed by the module's path inside the layer; `consumed` collects the
+    paths a classifier has placed, so the grouping by parent module skips them."""
+
+    layer: Any
+    """The decoder layer (an nn.Module on meta)."""
+    prefix: str
+    """Its path in the model, e.g. `model.layers.3`."""
+    linears: dict[str, Dims]
+    """Every Linear (and GPT-2 Conv1D) in the layer."""
+    others: dict[str, Any]
+    """Modules with a 2-D `weight` that are not Linears (possible routers)."""
+    consumed: set[str] = field(default_factory=set)
+    out: LayerPlan = field(default_factory=LayerPlan)
+
+    def full(self, rel: str) -> str:
+        """The model path of `rel`, layer (and expert) indices written as `*`."""
+        return star(f"{self.prefix}.{rel}")
+
+
+@dataclass
+class Context:
+    """The model-wide values the classifiers read, and the notes they leave for the plan."""
+
+    cfg: Any
+    tp: int
+    ep: int
+    hidden: int
+    num_heads: Any
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        """Add a plan note once (several layers find the same thing)."""
+        if text and text not in self.notes:
+            self.notes.append(text)
+
+
+def star(path: str) -> str:
+    """Layer (and expert) indices written as `*`."""
+    return re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", path)
+
+
+__all__ = ["Dims", "Item", "MoeItem", "LayerPlan", "LayerScan", "Context", "star"]

@@ -1,0 +1,398 @@
+"""Give every Linear and expert block of one decoder layer its role, and its per-rank size.
+
+In: a `LayerScan` (the layer's Linears, expert blocks and 2-D-weight modules, found by `planner`)
+and the model's `Context`. Out: `Item`s, `MoeItem`s and `Unsupported` modules appended to the
+scan's `LayerPlan`. A role comes from a module's leaf name and its siblings (q/k/v/o, MLA parts,
+gate/up/down, Mamba2, GatedDeltaNet, router, shared expert, ...); its linear kind from
+`vllm_rules.sharding.ROLE_KIND`; its per-rank size from `vllm_rules.sharding` (`emit`); the experts'
+activation and routing from `vllm_rules.moe`. Whatever no rule places becomes `Unsupported`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..vllm_rules import moe as vllm_moe
+from ..vllm_rules import sharding
+from ..vllm_rules.config import config_value
+from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
+from .schema import Unsupported
+
+#: Leaf names of attention output projections.
+ATTN_OUT = ("o_proj", "dense", "out_proj", "c_proj", "wo")
+#: Fused-on-disk QKV leaf names (Phi-3, GPT-2, Falcon/GPT-NeoX, MPT, Baichuan).
+FUSED_QKV = ("qkv_proj", "c_attn", "query_key_value", "Wqkv", "W_pack")
+#: (gate, up, down) leaf names of gated MLPs, and (up, down) of non-gated ones.
+GATED_MLP = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
+#: (fused gate|up, down) leaf names: Phi-3 gate_up_proj; GraniteMoe shared MLP input_linear (chunked
+#: into gate and up, vLLM MergedColumnParallelLinear [I, I]) + output_linear.
+FUSED_GATED_MLP = (("gate_up_proj", "down_proj"), ("input_linear", "output_linear"))
+NONGATED_MLP = (("up_proj", "down_proj"), ("c_fc", "c_proj"), ("fc1", "fc2"),
+                ("dense_h_to_4h", "dense_4h_to_h"), ("fc_in", "fc_out"))
+#: Names of shared-expert sub-modules beside routed experts.
+SHARED_EXPERT = ("shared_expert", "shared_experts", "shared_mlp")
+ROUTER_NAMES = ("gate", "router")
+#: Config fields holding the number of experts each token is routed to.
+TOPK_KEYS = ("num_experts_per_tok", "top_k_experts", "num_experts_per_token", "moe_topk", "top_k")
+
+
+@dataclass
+class Group:
+    """The not-yet-placed Linears of one parent module of a layer, by leaf name; a classifier
+    pops the ones it places from `left`."""
+
+    scan: LayerScan
+    parent: str
+    module: Any
+    left: dict[str, Dims]
+
+    def path(self, leaf: str) -> str:
+        return self.scan.full(f"{self.parent}.{leaf}" if self.parent else leaf)
+
+
+@dataclass
+class _Experts:
+    """One routed-expert block: its path in the layer, module, and logical sizes."""
+
+    rel: str
+    module: Any
+    count: int
+    intermediate: int
+    gated: bool
+    bias: bool
+
+
+def emit(ctx: Context, out: LayerPlan, role: str, modules: list[str], dims: Dims, *, what: str = "",
+         per_rank: tuple[int, int] | None = None) -> None:
+    """Place one GEMM of `role` with the logical `dims` of its weight. Its linear kind comes from
+    vLLM's role table; its per-rank (N, K) from that kind's split (`what` names it in a TP error),
+    unless a special rule (QKV heads, merged shards, Mamba2, GatedDeltaNet) already gave them as
+    `per_rank`."""
+    kind = sharding.ROLE_KIND[role]
+    n, k, bias = dims
+    n_r, k_r = per_rank if per_rank is not None else sharding.split(kind, n, k, ctx.tp, what or role)
+    out.items.append(Item(role, modules, n_r, k_r, kind, bias))
+
+
+def group(ctx: Context, scan: LayerScan, parent: str, leaves: dict[str, Dims], prefix_name: str = "") -> None:
+    """Classify the Linears of one parent module by their leaf names; leftovers -> Unsupported."""
+    pmod = scan.layer.get_submodule(parent) if parent else scan.layer
+    g = Group(scan, parent, pmod, dict(leaves))
+    left, out = g.left, scan.out
+    kind = type(pmod).__name__.lower()
+    if not prefix_name and parent.rsplit(".", 1)[-1] in SHARED_EXPERT:
+        prefix_name = "shared_expert."  # a shared MLP that sits beside the MoE block (GraniteMoeHybrid)
+    if "kv_a_proj_with_mqa" in left:
+        _mla(ctx, g)
+    elif parent.endswith("indexer") and "wq_b" in left:
+        _indexer(ctx, g)
+    elif "in_proj_qkvz" in left or "in_proj_qkv" in left:
+        _gdn(ctx, g)
+    elif "x_proj" in left and "dt_proj" in left:
+        for leaf in [x for x in ("in_proj", "x_proj", "dt_proj", "out_proj") if x in left]:
+            n, k, _ = left.pop(leaf)
+            out.unsupported.append(Unsupported(g.path(leaf), n, k, (
+                f"Mamba-1 mixer ({type(pmod).__name__}) projection: vllm_rules.md has no sharding rule "
+                "for Mamba-1 (only Mamba2 and GatedDeltaNet)")))
+    elif "in_proj" in left and "out_proj" in left and ("mamba" in kind or hasattr(pmod, "ssm_state_size")):
+        _mamba(ctx, g)
+    elif "q_proj" in left and "k_proj" in left and ("cross" in parent.rsplit(".", 1)[-1]
+                                                     or "crossattention" in kind):
+        _cross_attention(ctx, g)
+    elif ("q_proj" in left and "k_proj" in left) or any(f in left for f in FUSED_QKV):
+        _attention(ctx, g)
+
+    if left:
+        _mlp(ctx, g, prefix_name)
+    for leaf, (n, k, _) in left.items():
+        out.unsupported.append(Unsupported(g.path(leaf), n, k, f"Linear '{leaf}' in {type(pmod).__name__} "
+                                           "matches no known role (attention, MLP, MLA, Mamba2, GDN, MoE)"))
+
+
+# ------------------------------------------------------------------ attention
+def _head_dim(ctx: Context, pmod: Any) -> int:
+    d = getattr(pmod, "head_dim", None) or config_value(ctx.cfg, "head_dim")
+    return int(d) if d else ctx.hidden // int(ctx.num_heads)
+
+
+def _attention(ctx: Context, g: Group) -> None:
+    """Self-attention: q/k/v (separate or fused on disk) -> one qkv_proj GEMM, then o_proj."""
+    left, out, path = g.left, g.scan.out, g.path
+    tp, hq = ctx.tp, int(ctx.num_heads)
+    d = _head_dim(ctx, g.module)
+    fused = next((f for f in FUSED_QKV if f in left), None)
+    if fused:
+        n, k, bias = left.pop(fused)
+        # On disk [q | k | v] of Hq*d + 2*Hkv*d, loaded with shard_id=None: split by the global
+        # sizes, then sharded like separate q, k, v (vllm/model_executor/layers/linear.py:
+        # QKVParallelLinear.weight_loader).
+        hkv2 = n // d - hq
+        if n % d or hkv2 <= 0 or hkv2 % 2:
+            out.unsupported.append(Unsupported(path(fused), n, k, f"fused QKV width {n} is not (Hq + 2*Hkv)*{d}"))
+            return
+        n_r = sharding.qkv_per_rank(hq, hkv2 // 2, d, tp)
+        emit(ctx, out, "qkv_proj", [path(fused)], (n, k, bias), per_rank=(n_r, k))
+    else:
+        qn, k, bias = left.pop("q_proj")
+        kn, _, _ = left.pop("k_proj")
+        has_v = "v_proj" in left
+        vn = left.pop("v_proj")[0] if has_v else 0
+        q_mult = qn // (hq * d) if qn % (hq * d) == 0 else 0
+        if q_mult not in (1, 2) or kn % d:
+            out.unsupported.append(Unsupported(path("q_proj"), qn, k,
+                                               f"q_proj width {qn} is not num_attention_heads*head_dim ({hq}*{d})"))
+            return
+        hkv = kn // d
+        d_v = vn // hkv if has_v else None
+        n_r = sharding.qkv_per_rank(hq, hkv, d, tp, v_head_dim=d_v, q_multiplier=q_mult, has_v=has_v)
+        mods = [path("q_proj"), path("k_proj")] + ([path("v_proj")] if has_v else [])
+        if q_mult == 2:
+            ctx.note("gated attention: q_proj holds query + gate (vLLM total_num_heads = 2*Hq)")
+        if not has_v:
+            ctx.note("K=V attention layers (no v_proj): fused QKV holds only q and k")
+        emit(ctx, out, "qkv_proj", mods, (qn, k, bias), per_rank=(n_r, k))
+    _out_proj(ctx, g, "o_proj", "attention output projection")
+
+
+def _out_proj(ctx: Context, g: Group, role: str, what: str) -> None:
+    """The attention output projection, if the layer has one: RowParallel (K split by TP)."""
+    oname = next((o for o in ATTN_OUT if o in g.left), None)
+    if oname:
+        emit(ctx, g.scan.out, role, [g.path(oname)], g.left.pop(oname), what=what)
+
+
+def _cross_attention(ctx: Context, g: Group) -> None:
+    """Cross-attention of an encoder-decoder / VLM text layer (Mllama): the query comes from the
+    text tokens, key and value from the encoder (vision) states, so they are separate GEMMs with
+    different M. Same head sharding as QKVParallelLinear: q column Hq/tp*d; k+v fused column
+    2*Hkv_r*d (KV heads replicated when tp > Hkv); o_proj row."""
+    left, out, path = g.left, g.scan.out, g.path
+    tp, hq = ctx.tp, int(ctx.num_heads)
+    d = _head_dim(ctx, g.module)
+    qn, qk, qb = left.pop("q_proj")
+    kn, kk, kb = left.pop("k_proj")
+    vn = left.pop("v_proj")[0] if "v_proj" in left else kn
+    if qn != hq * d or kn % d or kn != vn:
+        out.unsupported.append(Unsupported(path("q_proj"), qn, qk,
+                                           f"cross-attention widths q={qn}, k={kn}, v={vn} do not fit "
+                                           f"num_attention_heads*head_dim ({hq}*{d})"))
+        return
+    hq_r = sharding.require_divides(hq, tp, "num_attention_heads")
+    hkv_r = sharding.kv_heads_per_rank(kn // d, tp)
+    emit(ctx, out, "cross_attn.q_proj", [path("q_proj")], (qn, qk, qb), per_rank=(hq_r * d, qk))
+    emit(ctx, out, "cross_attn.kv_proj", [path("k_proj"), path("v_proj")], (kn + vn, kk, kb),
+         per_rank=(2 * hkv_r * d, kk))
+    ctx.note("cross-attention layers: cross_attn.kv_proj runs on the encoder (vision) tokens, "
+             "not on the text tokens of the step")
+    _out_proj(ctx, g, "cross_attn.o_proj", "cross-attention output projection")
+
+
+def _mla(ctx: Context, g: Group) -> None:
+    """DeepSeek MLA (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MLAAttention, which
+    asserts that TP divides the heads)."""
+    left, out, path = g.left, g.scan.out, g.path
+    sharding.require_divides(int(ctx.num_heads), ctx.tp, "num_attention_heads")
+    kva = left.pop("kv_a_proj_with_mqa")
+    if "q_a_proj" in left:
+        qa = left.pop("q_a_proj")
+        # DeepSeekV2FusedQkvAProjLinear: merged [q_lora, kv_lora + rope], disable_tp -> replicated
+        emit(ctx, out, "mla.fused_qkv_a_proj", [path("q_a_proj"), path("kv_a_proj_with_mqa")],
+             (qa[0] + kva[0], qa[1], qa[2] or kva[2]))
+    else:
+        emit(ctx, out, "mla.kv_a_proj_with_mqa", [path("kv_a_proj_with_mqa")], kva)
+    for leaf, role in (("q_b_proj", "mla.q_b_proj"), ("q_proj", "mla.q_proj"), ("kv_b_proj", "mla.kv_b_proj")):
+        if leaf in left:
+            emit(ctx, out, role, [path(leaf)], left.pop(leaf), what=leaf)
+    _out_proj(ctx, g, "o_proj", "MLA o_proj")
+
+
+def _indexer(ctx: Context, g: Group) -> None:
+    """DeepSeek-V3.2 / GLM-5 sparse-attention indexer: wq_b replicated; wk + weights_proj merged,
+    disable_tp -> replicated (vllm/model_executor/models/deepseek_v2.py: Indexer.__init__)."""
+    left, out, path = g.left, g.scan.out, g.path
+    emit(ctx, out, "indexer.wq_b", [path("wq_b")], left.pop("wq_b"))
+    if "wk" in left and "weights_proj" in left:
+        wk, wp = left.pop("wk"), left.pop("weights_proj")
+        emit(ctx, out, "indexer.wk_weights_proj", [path("wk"), path("weights_proj")],
+             (wk[0] + wp[0], wk[1], wk[2] or wp[2]))
+
+
+def _mamba(ctx: Context, g: Group) -> None:
+    """MambaMixer2 (vllm/model_executor/layers/mamba/mamba_mixer2.py: MambaMixer2.__init__)."""
+    left, out, path, pmod = g.left, g.scan.out, g.path, g.module
+    n, k, bias = left["in_proj"]
+    inter, groups = getattr(pmod, "intermediate_size", None), getattr(pmod, "n_groups", None)
+    state, heads = getattr(pmod, "ssm_state_size", None), getattr(pmod, "num_heads", None)
+    if None in (inter, groups, state, heads) or n != 2 * inter + 2 * groups * state + heads:
+        return  # leave both in `left`: reported as unsupported
+    left.pop("in_proj")
+    n_r = sharding.mamba2_in_proj_per_rank(inter, groups, state, heads, ctx.tp)
+    emit(ctx, out, "mamba.in_proj", [path("in_proj")], (n, k, bias), per_rank=(n_r, k))
+    emit(ctx, out, "mamba.out_proj", [path("out_proj")], left.pop("out_proj"), what="mamba out_proj")
+
+
+def _gdn(ctx: Context, g: Group) -> None:
+    """Qwen3-Next / Qwen3.5 GatedDeltaNet (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:
+    QwenGatedDeltaNetAttention); Qwen3.5's split in_proj_qkv + in_proj_z and in_proj_b + in_proj_a
+    are the same merged GEMMs."""
+    left, out, path, pmod = g.left, g.scan.out, g.path, g.module
+    hk, hv = getattr(pmod, "num_k_heads", None), getattr(pmod, "num_v_heads", None)
+    dk, dv = getattr(pmod, "head_k_dim", None), getattr(pmod, "head_v_dim", None)
+    if None in (hk, hv, dk, dv):
+        return
+    qkvz_n, ba_n, out_k = sharding.gdn_per_rank(hk, hv, dk, dv, ctx.tp)
+    qkvz = [x for x in ("in_proj_qkvz", "in_proj_qkv", "in_proj_z") if x in left]
+    ba = [x for x in ("in_proj_ba", "in_proj_b", "in_proj_a") if x in left]
+    if sum(left[x][0] for x in qkvz) != 2 * hk * dk + 2 * hv * dv or sum(left[x][0] for x in ba) != 2 * hv:
+        return
+    k = left[qkvz[0]][1]
+    emit(ctx, out, "gdn.in_proj_qkvz", [path(x) for x in qkvz],
+         (sum(left[x][0] for x in qkvz), k, any(left[x][2] for x in qkvz)), per_rank=(qkvz_n, k))
+    emit(ctx, out, "gdn.in_proj_ba", [path(x) for x in ba],
+         (sum(left[x][0] for x in ba), k, any(left[x][2] for x in ba)), per_rank=(ba_n, k))
+    for x in qkvz + ba:
+        left.pop(x)
+    if "out_proj" in left:
+        on, ok, obias = left.pop("out_proj")
+        emit(ctx, out, "gdn.out_proj", [path("out_proj")], (on, ok, obias), per_rank=(on, out_k))
+
+
+# ------------------------------------------------------------------------ MLP
+def _mlp(ctx: Context, g: Group, prefix_name: str) -> None:
+    """Dense MLP: gated -> merged gate_up (column) + down (row); non-gated -> up + down
+    (vllm/model_executor/models/llama.py: LlamaMLP; vllm/model_executor/models/gpt2.py: GPT2MLP;
+    falcon.py: FalconMLP; starcoder2.py: Starcoder2MLP). Each merged shard must divide by TP
+    (vllm/model_executor/layers/linear.py: MergedColumnParallelLinear)."""
+    left, out, path = g.left, g.scan.out, g.path
+    tp, p = ctx.tp, prefix_name
+    what = "shared expert intermediate size" if p else "intermediate_size"
+    for gu, dn in FUSED_GATED_MLP:  # fused on disk, same per-rank shape as split gate + up
+        if gu in left and dn in left:
+            n, k, bias = left.pop(gu)
+            sharding.require_divides(n // 2, tp, what)
+            emit(ctx, out, p + "gate_up_proj", [path(gu)], (n, k, bias), per_rank=(n // tp, k))
+            _down(ctx, g, dn, p, what)
+            return
+    for gt, u, dn in GATED_MLP:
+        if gt in left and u in left and dn in left:
+            gn, k, gb = left.pop(gt)
+            un, _, ub = left.pop(u)
+            sharding.require_divides(gn, tp, what)
+            sharding.require_divides(un, tp, what)
+            emit(ctx, out, p + "gate_up_proj", [path(gt), path(u)], (gn + un, k, gb or ub),
+                 per_rank=((gn + un) // tp, k))
+            _down(ctx, g, dn, p, what)
+            return
+    for u, dn in NONGATED_MLP:
+        if u in left and dn in left:
+            emit(ctx, out, p + "up_proj", [path(u)], left.pop(u), what=what)
+            _down(ctx, g, dn, p, what)
+            return
+
+
+def _down(ctx: Context, g: Group, leaf: str, p: str, what: str) -> None:
+    n, k, bias = g.left.pop(leaf)
+    sharding.require_divides(k, ctx.tp, what)
+    emit(ctx, g.scan.out, p + "down_proj", [g.path(leaf)], (n, k, bias), per_rank=(n, k // ctx.tp))
+
+
+# ------------------------------------------------------------------------ MoE
+def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) -> None:
+    """Router, shared expert(s) and shared-expert gate beside a routed-expert block."""
+    linears, others, consumed = scan.linears, scan.others, scan.consumed
+    pre = f"{parent}." if parent else ""
+    for r in ROUTER_NAMES:
+        for rel in (pre + r, pre + r + ".proj", pre + r + ".linear"):
+            dims = linears.get(rel)
+            if dims is None and rel in others:
+                w = others[rel].weight
+                dims = (int(w.shape[0]), int(w.shape[1]), getattr(others[rel], "bias", None) is not None)
+            if dims is not None and dims[0] == num_experts and rel not in consumed:
+                consumed.add(rel)
+                # N = E (global), K = H, replicated and BF16 (sharding.ROLE_KIND, layers.KEPT_IN_BF16)
+                emit(ctx, scan.out, "router", [scan.full(rel)], dims)
+    for s in SHARED_EXPERT:
+        sp = pre + s
+        leaves = {rel[len(sp) + 1:]: d for rel, d in linears.items()
+                  if rel.startswith(sp + ".") and "." not in rel[len(sp) + 1:] and rel not in consumed}
+        if leaves:
+            consumed.update(f"{sp}.{leaf}" for leaf in leaves)
+            # Shared experts are a TP-sharded dense MLP, also under EP
+            # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE)
+            group(ctx, scan, sp, leaves, prefix_name="shared_expert.")
+    for gate in (pre + "shared_expert_gate", pre + "shared_experts_gate"):
+        if gate in linears and gate not in consumed:
+            consumed.add(gate)
+            emit(ctx, scan.out, "shared_expert_gate", [scan.full(gate)], linears[gate])
+
+
+def fused_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> None:
+    """transformers 5.x fused experts: 3-D `gate_up_proj` ([E,2I,H] or [E,H,2I]) or `up_proj`
+    (non-gated), and `down_proj`."""
+    params = dict(mod.named_parameters(recurse=False))
+    h = ctx.hidden
+    gu = params.get("gate_up_proj")
+    up = params.get("up_proj") if gu is None else None
+    down = params.get("down_proj")
+    first = gu if gu is not None else up
+    if first is None or down is None or first.ndim != 3 or down.ndim != 3:
+        shp = next(p.shape for p in params.values() if p.ndim == 3)
+        scan.out.unsupported.append(Unsupported(
+            scan.full(rel), int(shp[1]), int(shp[2]),
+            f"{type(mod).__name__}: 3-D parameters without gate_up_proj/up_proj + down_proj"))
+        return
+    e = int(first.shape[0])
+    dims = [int(x) for x in first.shape[1:]]
+    if h not in dims:
+        scan.out.unsupported.append(Unsupported(scan.full(rel), dims[0], dims[1],
+                                                f"expert weights do not contain hidden_size={h}"))
+        return
+    dims.remove(h)
+    inter = dims[0] // 2 if gu is not None else dims[0]
+    _add_moe(ctx, scan, _Experts(rel, mod, e, inter, gu is not None, any("bias" in n for n in params)))
+
+
+def modulelist_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> None:
+    """Older layout: `experts` is a ModuleList of per-expert MLPs (Linear gate/up/down or w1/w3/w2)."""
+    e = len(mod)
+    own = {r[len(rel) + 1:]: d for r, d in scan.linears.items() if r.startswith(rel + ".")}
+    first = {r.split(".", 1)[1]: d for r, d in own.items() if r.split(".", 1)[0] == "0"}
+    gated = any(g in first for g, _, _ in GATED_MLP) or "gate_up_proj" in first
+    up = next((first[u] for _, u, _ in GATED_MLP if u in first), None) or first.get("gate_up_proj") \
+        or next((first[u] for u, _ in NONGATED_MLP if u in first), None)
+    if not e or up is None:
+        return
+    inter = up[0] // 2 if "gate_up_proj" in first else up[0]
+    scan.consumed.update(f"{rel}.{r}" for r in own)
+    _add_moe(ctx, scan, _Experts(rel, mod, e, inter, gated, any(d[2] for d in own.values())))
+
+
+def _add_moe(ctx: Context, scan: LayerScan, ex: _Experts) -> None:
+    parent = ex.rel.rpartition(".")[0]
+    local, i_r = sharding.moe_per_rank(ex.count, ex.intermediate, ctx.tp, ctx.ep)
+    top_k = int(config_value(ctx.cfg, *TOPK_KEYS, default=0))
+    layer = scan.layer
+    pmod = layer.get_submodule(parent) if parent else layer
+    router = None
+    for r in ROUTER_NAMES:
+        try:
+            router = layer.get_submodule(f"{parent}.{r}" if parent else r)
+            break
+        except AttributeError:
+            continue
+    routing, note = vllm_moe.routing(ctx.cfg, router, pmod)
+    ctx.note(note)
+    act, note = vllm_moe.activation(ctx.cfg, ex.module, ex.gated, ex.bias)
+    ctx.note(note)
+    if act is None:
+        scan.out.unsupported.append(Unsupported(scan.full(ex.rel), 2 * i_r if ex.gated else i_r, ctx.hidden,
+                                                "activation has no FlashInfer ActivationType"))
+    else:
+        scan.out.moe.append(MoeItem("experts", scan.full(ex.rel), ctx.hidden, i_r, local, ex.count, top_k, act,
+                                    routing, ex.gated, ex.bias))
+    _moe_siblings(ctx, scan, parent, ex.count)
+
+
+__all__ = ["ATTN_OUT", "FUSED_QKV", "GATED_MLP", "FUSED_GATED_MLP", "NONGATED_MLP", "SHARED_EXPERT", "ROUTER_NAMES",
+           "TOPK_KEYS", "Group", "emit", "group", "fused_experts", "modulelist_experts"]

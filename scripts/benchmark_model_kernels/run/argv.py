@@ -1,0 +1,34 @@
+"""A driver case's full argv: the argv cases/build.py made, plus the run settings.
+
+In: a Case (its `driver_args`, starting with "--routine") and the RunSettings. Out: the argv the
+worker hands to FlashInfer's driver, the same line testlist.txt and cases.json record.
+"""
+
+from __future__ import annotations
+
+from ..cases.schema import Case
+from .results import RunSettings
+
+
+def driver_argv(case: Case, settings: RunSettings) -> list[str]:
+    """The case's full driver argv: its own args + timing flags + `-v` + `--case_tag <case_id>`.
+
+    GEMM and MoE routines (the only ones planned) define --autotune; `--autotune_cache` is passed
+    only with autotuning so --no_autotune really means default tactics.
+    """
+    argv = list(case.driver_args)
+    argv += ["--num_iters", str(settings.num_iters), "--dry_run_iters", str(settings.dry_run_iters)]
+    if not settings.cuda_graph:
+        argv.append("--no_cuda_graph")
+    if settings.autotune:
+        argv.append("--autotune")
+        if settings.autotune_cache:
+            argv += ["--autotune_cache", settings.autotune_cache]
+    if "-v" not in argv and "--verbose" not in argv:
+        argv.append("-v")
+    if "--case_tag" not in argv:
+        argv += ["--case_tag", case.case_id]
+    return argv
+
+
+__all__ = ["driver_argv"]

@@ -1,0 +1,233 @@
+"""The run flags: what both CLIs add to their parser, and their checks before any planning.
+
+In: the parsed argparse Namespace (the flags of `add_run_arguments`). Out: a `RunRequest`, every
+run flag checked (UsageError otherwise), holding what the run stage needs: the M sweep, recipe and
+backend filters, the absolute workdir, --resume/--dry_run, the GPU the cases are planned for, the
+FlashInfer checkout and the RunSettings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from dataclasses import dataclass
+
+from ..cases.build import check_filters
+from ..cases.schema import DTYPES
+from ..errors import UsageError
+from .pool import has_driver
+from .results import RESULTS_JSON, RunSettings
+from .workdir import DEFAULT_AUTOTUNE_CACHE, check_workdir
+
+#: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"
+#: sweep, decode (1, 8) to prefill-sized (512) steps.
+DEFAULT_MS = (1, 8, 64, 512)
+
+#: A GPU the cases are planned for: (name, (major, minor) compute capability).
+Gpu = tuple[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run's checked flags (made by `validate_args`)."""
+
+    ms: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    backends: tuple[str, ...] | None
+    """None: every backend planned for each recipe."""
+    workdir: str
+    """Absolute path."""
+    resume: bool
+    dry_run: bool
+    gpu: Gpu | None
+    """The visible GPU, the --assume_cc stand-in of a dry run, or None (dry run, no GPU)."""
+    flashinfer_repo: str | None
+    settings: RunSettings
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) -> None:
+    """The run flags shared by both CLIs (pass with_ms=False if the caller defines --ms)."""
+    g = parser.add_argument_group("running (FlashInfer driver and torch baseline)")
+    g.add_argument(
+        "--flashinfer_repo", metavar="PATH",
+        help="FlashInfer source checkout whose benchmarks/flashinfer_benchmark.py times the cases, "
+        "e.g. --flashinfer_repo ~/flashinfer (its tag must match the installed wheel). Not needed "
+        "with --dry_run or when every --backends is torch.")
+    g.add_argument(
+        "--workdir", metavar="DIR",
+        help="Output directory, e.g. --workdir runs/llama8b-tp1. Created if missing; one that "
+        "already holds results.json is refused unless --resume.")
+    if with_ms:
+        g.add_argument(
+            "--ms", type=int, nargs="+", metavar="M", default=list(DEFAULT_MS),
+            help="Tokens per rank per step to sweep, e.g. --ms 1 8 64 512 "
+            f"(default {' '.join(map(str, DEFAULT_MS))}).")
+    g.add_argument(
+        "--dtypes", nargs="+", metavar="DTYPE", choices=DTYPES, default=list(DTYPES),
+        help="Recipes to time, e.g. --dtypes bf16 fp8 (default: all of bf16 fp8 nvfp4).")
+    g.add_argument(
+        "--backends", nargs="+", metavar="BACKEND", default=None,
+        help="Only these backends, e.g. --backends cudnn cublas torch (default: every backend "
+        "planned for each recipe).")
+    g.add_argument(
+        "--num_iters", type=int, default=RunSettings.num_iters,
+        help=f"Measured iterations per case, e.g. --num_iters 100 (default {RunSettings.num_iters}).")
+    g.add_argument(
+        "--dry_run_iters", type=int, default=RunSettings.dry_run_iters,
+        help="Warm-up iterations per case (also autotune warm-up calls), e.g. --dry_run_iters 10 "
+        f"(default {RunSettings.dry_run_iters}).")
+    g.add_argument(
+        "--no_cuda_graph", action="store_true",
+        help="Time plain launches instead of replaying a CUDA graph (adds launch overhead).")
+    g.add_argument(
+        "--no_autotune", action="store_true",
+        help="Skip FlashInfer's autotuner (default tactics; faster, usually slower kernels).")
+    g.add_argument(
+        "--autotune_cache", metavar="PATH",
+        help="FlashInfer autotuner cache to load and extend, e.g. --autotune_cache "
+        "runs/tuned.json to reuse tuning across workdirs (default <workdir>/autotune_cache.json).")
+    g.add_argument(
+        "--case_timeout", type=float, default=RunSettings.case_timeout, metavar="SECONDS",
+        help="Kill a case (and its worker) after this many seconds, e.g. --case_timeout 300; the "
+        f"case is failed, the rest go on (default {RunSettings.case_timeout:g}; the first case of "
+        "a kernel family includes its JIT build).")
+    g.add_argument(
+        "--dry_run", action="store_true",
+        help="Write testlist.txt and cases.json and print the case summary; run nothing, no GPU.")
+    g.add_argument(
+        "--assume_cc", metavar="MAJOR.MINOR", default=None,
+        help="With --dry_run on a machine without that GPU: mark cases unsupported as on a GPU of "
+        "this compute capability, e.g. --assume_cc 9.0 (H100/H200) or --assume_cc 10.0 (B200).")
+    g.add_argument(
+        "--resume", action="store_true",
+        help="Continue in an existing --workdir: keep its ok/unsupported rows, run the missing "
+        "and failed cases.")
+    g.add_argument(
+        "--allow_cuda_events", action="store_true",
+        help="Accept rows FlashInfer timed with CUDA events/graphs because CUPTI was unavailable "
+        "(otherwise those rows are failed).")
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """The numeric run flags (iterations, timeout); raises UsageError. (--ms, --dtypes and
+    --backends are checked by cases.check_filters, the rule build_cases applies.)"""
+    if args.num_iters < 1:
+        raise UsageError("--num_iters", args.num_iters, "must be at least 1, e.g. --num_iters 30")
+    if args.dry_run_iters < 0:
+        raise UsageError("--dry_run_iters", args.dry_run_iters, "must be 0 or more, e.g. --dry_run_iters 5")
+    if not args.case_timeout > 0 or math.isinf(args.case_timeout):
+        raise UsageError("--case_timeout", args.case_timeout,
+                         "must be a positive, finite number of seconds, e.g. --case_timeout 300")
+
+
+def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
+    check_settings(args)
+    cache = args.autotune_cache or os.path.join(workdir, DEFAULT_AUTOTUNE_CACHE)
+    return RunSettings(
+        dry_run_iters=args.dry_run_iters,
+        num_iters=args.num_iters,
+        cuda_graph=not args.no_cuda_graph,
+        autotune=not args.no_autotune,
+        autotune_cache=os.path.abspath(cache),
+        allow_cuda_events=args.allow_cuda_events,
+        case_timeout=float(args.case_timeout),
+    )
+
+
+def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *,
+                  resume_may_start_fresh: bool = False) -> RunRequest:
+    """Every check of the run flags that needs no plan, so that a bad flag fails at once, before
+    the (slow) planning and preview. `workdirs`: the run folders (a sweep's sub-workdirs; default
+    [args.workdir]). --resume needs a results.json in every one of them, or, with
+    `resume_may_start_fresh` (a sweep, where later runs may not have started), in at least one.
+    Returns the checked flags as a RunRequest for args.workdir. Raises UsageError."""
+    workdirs = workdirs or [args.workdir]
+    for w in dict.fromkeys([args.workdir, *workdirs]):  # a sweep's parent, then its runs
+        check_workdir(w, args.resume)
+    if args.resume:
+        have = [w for w in workdirs if os.path.isfile(os.path.join(w, RESULTS_JSON))]
+        if (not have) if resume_may_start_fresh else len(have) < len(workdirs):
+            missing = next(w for w in workdirs if w not in have)
+            raise UsageError("--resume", missing, "there is no results.json to resume there; drop "
+                             "--resume to start a new run, or give the workdir of the interrupted run")
+    check_settings(args)
+    backends = args.backends or None
+    check_filters(getattr(args, "ms", None) or DEFAULT_MS, args.dtypes, backends)
+    torch_only = bool(backends) and all(b == "torch" for b in backends)
+    if not args.dry_run and not torch_only:
+        if not args.flashinfer_repo:
+            raise UsageError("--flashinfer_repo", None, "is required to run driver cases; pass a "
+                             "FlashInfer checkout, or --backends torch, or --dry_run")
+        if not has_driver(args.flashinfer_repo):
+            raise UsageError("--flashinfer_repo", args.flashinfer_repo,
+                             "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
+                             "FlashInfer source checkout whose tag matches the installed wheel")
+    gpu = _target_gpu(args)
+    workdir = os.path.abspath(args.workdir)
+    return RunRequest(
+        ms=tuple(getattr(args, "ms", None) or DEFAULT_MS),
+        dtypes=tuple(args.dtypes),
+        backends=tuple(backends) if backends else None,
+        workdir=workdir,
+        resume=args.resume,
+        dry_run=args.dry_run,
+        gpu=gpu,
+        flashinfer_repo=args.flashinfer_repo,
+        settings=settings_from_args(args, workdir),
+    )
+
+
+def _target_gpu(args: argparse.Namespace) -> Gpu | None:
+    """The GPU the cases are planned for: the --assume_cc stand-in for --dry_run, the visible one,
+    or None (--dry_run without a GPU)."""
+    assume = getattr(args, "assume_cc", None)
+    if assume:
+        cc = parse_cc(assume)
+        if not args.dry_run:
+            raise UsageError("--assume_cc", assume, "only applies to --dry_run; a real run uses "
+                             "the compute capability of the GPU it runs on")
+        return (f"assumed sm_{cc[0]}{cc[1]}", cc)
+    gpu = detect_gpu()  # also for --dry_run when a GPU is there: skip reasons for it
+    if gpu is None and not args.dry_run:
+        raise UsageError("--dry_run", "(not given)", "no CUDA GPU is visible to torch; run on a GPU "
+                         "machine, or add --dry_run to only plan the cases")
+    return gpu
+
+
+def detect_gpu() -> Gpu | None:
+    """(name, compute capability) of CUDA device 0, or None without a usable GPU."""
+    try:
+        # Lazy: both CLIs import this module for their flags; --help, a bad flag or a dry run
+        # with --assume_cc must not wait seconds for torch to load.
+        import torch
+    except ImportError:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        return torch.cuda.get_device_name(0), tuple(torch.cuda.get_device_capability(0))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def parse_cc(text: str) -> tuple[int, int]:
+    """'9.0' -> (9, 0); the --assume_cc value."""
+    try:
+        major, minor = (int(x) for x in text.split("."))
+    except ValueError:
+        raise UsageError("--assume_cc", text, "give MAJOR.MINOR, e.g. 9.0 (H200) or 10.0 (B200)") from None
+    return major, minor
+
+
+__all__ = [
+    "DEFAULT_MS",
+    "Gpu",
+    "RunRequest",
+    "add_run_arguments",
+    "check_settings",
+    "detect_gpu",
+    "parse_cc",
+    "settings_from_args",
+    "validate_args",
+]

@@ -1,0 +1,128 @@
+"""Which kernel vLLM dispatches by default, per (GPU family, layer kind, recipe, FP8 scheme).
+
+vLLM picks a kernel per layer from a priority list and the first one whose support check passes
+wins. This table records that first choice for a default install (no environment overrides), and
+which of this tool's rows times exactly that kernel (`same`), the same algorithm in this tool's
+own code (`design`), or nothing (then `missing` says why no row can be it). The report leads with
+these cells; every other row is a comparison, never "what vLLM runs".
+
+Sources (vLLM 0.33.0):
+- dense: vllm/model_executor/layers/utils.py: dispatch_unquantized_gemm (F.linear);
+  vllm/model_executor/kernels/linear/__init__.py: _POSSIBLE_*_KERNELS (priority order);
+  .../scaled_mm/cutlass.py: CutlassFP8ScaledMMLinearKernel (CC >= 89, ops.cutlass_scaled_mm);
+  .../scaled_mm/flashinfer.py: FlashInferFP8ScaledMMLinearKernel (CC >= 100, per-tensor only).
+- MoE: vllm/model_executor/layers/fused_moe/oracle/unquantized.py (Hopper prefers Triton),
+  oracle/fp8.py: _get_priority_backends, select_fp8_moe_backend (FlashInfer TRTLLM, then
+  FlashInfer CUTLASS, DeepGEMM, Triton; block-128 on SM90 moves Triton first for TP and
+  FlashInfer CUTLASS first for EP), oracle/nvfp4.py (Marlin W4A16 below SM100).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: FP8 schemes: how activations and weights carry their scales.
+FP8_SCHEMES = ("per_tensor", "per_token", "block128")
+
+
+@dataclass(frozen=True)
+class VllmDefault:
+    """vLLM's default kernel for one (family, kind, recipe, scheme) and the row that times it."""
+
+    family: str
+    """"sm90" (H100/H200) or "sm100" (B200/GB200)."""
+    kind: str
+    """"gemm" or "moe"."""
+    recipe: str
+    """"bf16", "fp8" or "nvfp4"."""
+    scheme: str
+    """FP8 scheme (FP8_SCHEMES) or "" for the other recipes."""
+    kernel: str
+    """What vLLM runs, in vLLM's words."""
+    backend: str = ""
+    """This tool's backend label whose rows time it ("" when none does)."""
+    routine: str = ""
+    """Narrows `backend` to one routine ("" = any routine of that backend and recipe)."""
+    match: str = ""
+    """"same" (the kernel vLLM calls), "design" (vLLM's algorithm, this tool's own code) or ""."""
+    missing: str = ""
+    """Why no row is vLLM's kernel, when `match` is ""."""
+    ep_only: bool | None = None
+    """True/False: the rule applies only with/without expert parallelism; None: always."""
+
+
+_VLLM_CUTLASS_MM = ("vLLM's own CUTLASS kernel (vllm._custom_ops.cutlass_scaled_mm) needs vLLM "
+                    "installed; the FP8 rows here time cuBLASLt/cuDNN/FlashInfer instead")
+_MARLIN = ("vLLM runs NVFP4 below SM100 as Marlin W4A16 (weights dequantized to BF16 in the "
+           "kernel), which this tool does not time")
+
+VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
+    # ---- Hopper (SM 9.0)
+    VllmDefault("sm90", "gemm", "bf16", "", "F.linear (cuBLAS)", "torch", "torch.linear", "same"),
+    VllmDefault("sm90", "gemm", "fp8", "per_tensor", "vLLM CUTLASS cutlass_scaled_mm",
+                missing=_VLLM_CUTLASS_MM),
+    VllmDefault("sm90", "gemm", "fp8", "per_token", "vLLM CUTLASS cutlass_scaled_mm",
+                missing=_VLLM_CUTLASS_MM),
+    VllmDefault("sm90", "gemm", "fp8", "block128",
+                "FlashInfer fp8_blockscale_gemm (M < 32) / DeepGEMM, then CUTLASS block, then Triton",
+                missing="the first choices need DeepGEMM or FlashInfer's SM90 block-scale GEMM; the "
+                        "triton row times vLLM's last fallback (w8a8_block_fp8_matmul's algorithm)"),
+    VllmDefault("sm90", "gemm", "nvfp4", "", "Marlin W4A16", missing=_MARLIN),
+    VllmDefault("sm90", "moe", "bf16", "", "Triton fused_moe", "triton", match="design"),
+    VllmDefault("sm90", "moe", "fp8", "per_tensor", "FlashInfer CUTLASS fused MoE (SM90 build)",
+                "cutlass", "cutlass_fused_moe", "same"),
+    VllmDefault("sm90", "moe", "fp8", "per_token", "Triton fused_moe (per-token FP8)", "triton",
+                match="design"),
+    VllmDefault("sm90", "moe", "fp8", "block128", "Triton fused_moe (block FP8)", "triton",
+                match="design", ep_only=False),
+    VllmDefault("sm90", "moe", "fp8", "block128", "FlashInfer CUTLASS fused MoE (block FP8)",
+                missing="the FlashInfer driver has no SM90 block-FP8 CUTLASS MoE routine",
+                ep_only=True),
+    VllmDefault("sm90", "moe", "nvfp4", "", "Marlin W4A16 MoE", missing=_MARLIN),
+    # ---- Blackwell (SM 10.x)
+    VllmDefault("sm100", "gemm", "bf16", "", "F.linear (cuBLAS)", "torch", "torch.linear", "same"),
+    VllmDefault("sm100", "gemm", "fp8", "per_tensor", "FlashInfer bmm_fp8 (backend auto)",
+                missing="the driver times bmm_fp8 per named backend, not FlashInfer's auto choice"),
+    VllmDefault("sm100", "gemm", "fp8", "per_token", "vLLM CUTLASS cutlass_scaled_mm",
+                missing=_VLLM_CUTLASS_MM),
+    VllmDefault("sm100", "gemm", "nvfp4", "", "FlashInfer CuTe-DSL NVFP4 GEMM", "cute-dsl", "mm_fp4",
+                "same"),
+    VllmDefault("sm100", "moe", "bf16", "", "FlashInfer TRTLLM BF16 MoE",
+                missing="the FlashInfer driver has no BF16 trtllm MoE routine; cutlass_fused_moe "
+                        "is vLLM's second choice"),
+    VllmDefault("sm100", "moe", "fp8", "per_tensor", "FlashInfer TRTLLM per-tensor FP8 MoE", "trtllm",
+                "trtllm_fp8_per_tensor_scale_moe", "same"),
+    VllmDefault("sm100", "moe", "nvfp4", "", "FlashInfer TRTLLM NVFP4 MoE", "trtllm",
+                "trtllm_fp4_block_scale_moe", "same"),
+)
+
+
+def gpu_family(compute_capability: tuple[int, int] | None) -> str:
+    """"sm90", "sm100" or "" (no table for that GPU) from a compute capability."""
+    if compute_capability is None:
+        return ""
+    major = compute_capability[0]
+    return {9: "sm90", 10: "sm100"}.get(major, "")
+
+
+def vllm_default(family: str, kind: str, recipe: str, scheme: str = "",
+                 expert_parallel: bool = False) -> VllmDefault | None:
+    """The table row for one cell, or None when the table has none (another GPU family)."""
+    for row in VLLM_DEFAULTS:
+        if (row.family, row.kind, row.recipe, row.scheme) != (family, kind, recipe, scheme):
+            continue
+        if row.ep_only is not None and row.ep_only != expert_parallel:
+            continue
+        return row
+    return None
+
+
+def is_vllm_default(row: VllmDefault | None, backend: str, routine: str) -> bool:
+    """Whether a case of `backend`/`routine` times the kernel (or design) of `row`."""
+    if row is None or not row.match or row.backend != backend:
+        return False
+    return not row.routine or row.routine == routine
+
+
+__all__ = ["FP8_SCHEMES", "VLLM_DEFAULTS", "VllmDefault", "gpu_family", "is_vllm_default",
+           "vllm_default"]

@@ -1,0 +1,41 @@
+"""markdown.py: the module-kind table of references/report.md, the summary lines and a workdir's
+section, rendered from the hand-made tiny_mixed.json and one real H200 run."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers_report import H200_QWEN, ROOT
+
+from benchmark_model_kernels.report import analysis, markdown
+from benchmark_model_kernels.report.analysis import Analysis
+from benchmark_model_kernels.run.results import load_results
+
+
+def test_reference_doc_carries_the_module_kind_table():
+    with open(os.path.join(ROOT, "references", "report.md")) as f:
+        assert markdown.module_kind_table_markdown() in f.read()
+
+
+def test_summary_lines_rank_only_complete_totals(tiny):
+    # the totals behind these lines: test_analysis.py's summary test
+    text = "\n".join(markdown.summary_lines(tiny))
+    assert "| 16 | 208 | 208 (1.00x) | incomplete | BF16 baseline |" in text
+    assert "NVFP4: no number on this GPU (e.g. mm_fp4 cutlass needs SM100+" in text
+    assert "**2 rows failed**" in text
+
+
+@pytest.mark.parametrize("us,text", [(None, "-"), (1234.4, "1,234"), (19.64, "19.6"), (2.414, "2.41")])
+def test_fmt_us_keeps_about_three_digits(us, text):
+    assert markdown.fmt_us(us) == text
+
+
+def test_real_h200_section_puts_the_answer_first():
+    a = Analysis(load_results(H200_QWEN), H200_QWEN)
+    verdicts = {v.m: v for v in analysis.summary_verdicts(a)}
+    written = markdown.workdir_section(a, [])
+    assert written.index("## Summary") < written.index("## Warnings")  # the answer comes first
+    assert f"**FP8 best +quant** ({markdown.fmt_x(verdicts[8].speedup)} vs baseline)" in "\n".join(written)
+    # router and lm_head stay BF16 under FP8 in vLLM: said so, not "not measured"
+    assert any(line.startswith("| router (N=128 K=2048) x48 | BF16 (kept by vLLM) |") for line in written)

@@ -1,0 +1,36 @@
+"""What tests in every folder share: the repository paths, ../shared/configs, and the GPU guard.
+(A module of its own, not conftest.py: each test folder may have a conftest of its own.)"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+#: Hand-made and captured inputs shared by the test folders.
+FIXTURES = os.path.join(TESTS, "fixtures")
+
+#: Real published config.json files, beside the checkout (never copied into it).
+SHARED_CONFIGS = os.path.join(os.path.dirname(ROOT), "shared", "configs")
+
+
+def shared_config_dir(name: str) -> str:
+    """Path of ../shared/configs/<name>, or skip the test when it is absent."""
+    path = os.path.join(SHARED_CONFIGS, name)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        pytest.skip(f"../shared/configs/{name} not present")
+    return path
+
+
+def has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+requires_gpu = pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
