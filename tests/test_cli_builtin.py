@@ -118,7 +118,7 @@ def test_dry_run_from_nks_and_from_plan_json(tmp_path, capsys):
                              "--workdir", str(w), "--dry_run"]) == 0
     assert sorted(os.listdir(w)) == ["cases.json", "testlist.txt"]
     cases = json.load(open(w / "cases.json"))["cases"]
-    assert {c["job"] for c in cases} == {"driver", "torch", "quant"}
+    assert {c["job"] for c in cases} == {"driver", "torch", "triton", "quant"}
     out = capsys.readouterr().out
     assert "dry run:" in out and "total" in out
     plan_path = tmp_path / "plan.json"

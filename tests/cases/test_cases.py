@@ -62,9 +62,11 @@ def flag(case: Case, name: str) -> str | None:
 
 def test_case_count_and_ids_for_small_plan():
     cases = build_cases(small_plan(), [1, 64])
-    # Per M: GEMM bf16 7 + fp8 (6 kernels, each with a twin) 12 + nvfp4 (4 + 4 twins) 8 = 27;
-    # MoE bf16 2 + fp8 (3 + 3 twins) 6 + nvfp4 (4 kernels, 3 twins) 7 = 15.
-    assert len(cases) == 2 * (27 + 15)
+    # Per M: GEMM bf16 7 + fp8 (7 kernels with the triton block128 one, each with a twin) 14 +
+    # nvfp4 (4 + 4 twins) 8 = 29; MoE bf16 3 (triton, torch, cutlass) + fp8 (6 kernels: triton
+    # per_tensor/per_token/block128, torch, cutlass, trtllm, each with a twin) 12 + nvfp4
+    # (4 kernels, 3 twins) 7 = 22.
+    assert len(cases) == 2 * (29 + 22)
     ids = [c.case_id for c in cases]
     assert len(set(ids)) == len(ids)
     assert ids[:8] == [
@@ -123,7 +125,9 @@ def test_twins_exactly_where_kernels_take_quantized_activations():
         ("torch._scaled_grouped_mm", "fp8", ""), ("cutlass_fused_moe", "fp8", ""),
         ("cutlass_fused_moe", "nvfp4", "quantized_input"),
         ("trtllm_fp8_per_tensor_scale_moe", "fp8", ""), ("trtllm_fp4_block_scale_moe", "nvfp4", ""),
-        ("cute_dsl_fp4_block_scale_moe", "nvfp4", "")}
+        ("cute_dsl_fp4_block_scale_moe", "nvfp4", ""),
+        ("triton.block_fp8_mm", "fp8", "block128"), ("triton.fused_moe", "fp8", "per_tensor"),
+        ("triton.fused_moe", "fp8", "per_token"), ("triton.fused_moe", "fp8", "block128")}
     assert not any(c.with_quant for c in cases if c.dtype == "bf16")
     ids = by_id(cases)
     assert "moe.experts.m8.fp8.cutlass.q" in ids  # fp8 cutlass quantizes x outside the timed call
@@ -173,7 +177,11 @@ def test_capability_skips_on_sm90_vs_sm100():
                 "gemm.qkv_proj.m8.fp8.torch.per_token.q", "moe.experts.m8.fp8.torch"):
         assert h200[cid].skip_reason == ""
     # On the H200 every MoE driver case is unsupported: no time spent, no SM90 CUTLASS JIT.
-    assert all(c.skip_reason for c in h200.values() if c.kind == "moe" and c.backend != "torch")
+    assert all(c.skip_reason for c in h200.values()
+               if c.kind == "moe" and c.backend not in ("torch", "triton"))
+    # ... while vLLM's Triton fused-MoE design runs there
+    assert h200["moe.experts.m8.bf16.triton"].skip_reason == ""
+    assert h200["moe.experts.m8.fp8.triton.per_token"].skip_reason == ""
 
 
 def test_qwen3_tp8_worked_example_in_cases():
@@ -207,7 +215,7 @@ def test_mm_fp4_scale_layout_flags():
 
 def test_driver_args_shape():
     for c in build_cases(small_plan(routing=DEEPSEEK), [8]):
-        if c.backend == "torch":
+        if c.backend in ("torch", "triton"):
             assert c.driver_args == ()
             continue
         args = list(c.driver_args)
@@ -349,7 +357,7 @@ def test_plan_from_shapes():
                                                                   ("b", 14336, 4096, 1)]
     assert plan.moe[0].layers == 1 and plan.ep == 1
     assert Plan.from_json(plan.to_json()) == plan
-    assert len(build_cases(plan, [1])) == 2 * 27 + 15
+    assert len(build_cases(plan, [1])) == 2 * 29 + 22
     ep_plan = plan_from_shapes([], moe_entry(experts=32, global_experts=256))
     assert ep_plan.ep == 8 and ep_plan.gemms == ()
 

@@ -17,6 +17,10 @@ from .schema import Case
 
 #: Backend label of the PyTorch baseline.
 TORCH = "torch"
+#: Backend label of this tool's Triton kernels of vLLM's designs (run/triton_backend.py).
+TRITON = "triton"
+#: Triton's FP8 `tl.dot` needs FP8 tensor cores: SM 8.9+.
+_TRITON_FP8 = (8, 9)
 
 #: What a with_quant twin adds: the activation quantization the kernel's input needs.
 QUANT_FORMATS = {
@@ -26,6 +30,7 @@ QUANT_FORMATS = {
     "nvfp4_8x4": "BF16 -> NVFP4 with 8x4-swizzled block scales (TRTLLM GEMM at M <= 32; "
                  "activation_quant() gives nvfp4_128x4 above)",
     "nvfp4_linear": "BF16 -> NVFP4 with linear (unswizzled) block scales",
+    "fp8_per_group_128": "BF16 -> FP8 e4m3 with one scale per 1x128 group of each row (block FP8)",
 }
 
 #: vLLM's FlashInfer TRTLLM NVFP4 linear switches the activation scale layout to 8x4 for M <= 32
@@ -71,7 +76,7 @@ class BackendSpec:
     @property
     def driver(self) -> bool:
         """Runs through FlashInfer's benchmark driver (everything but the torch baseline)."""
-        return self.backend != TORCH
+        return self.backend not in (TORCH, TRITON)
 
     def supports(self, cc: tuple[int, int]) -> bool:
         """Whether a GPU of compute capability `cc` can run it."""
@@ -120,6 +125,10 @@ BACKENDS: tuple[BackendSpec, ...] = (
                        "sm107 build for Rubin)",
                 quant="fp8_per_tensor_static",
                 cc_note="trtllm-gen low-latency GEMM is Blackwell-only"),
+    # Block-128 FP8 (128x128 weight blocks, 1x128 activation groups: DeepSeek-V3 / Qwen3-FP8
+    # checkpoints): vLLM's w8a8_block_fp8_matmul algorithm in this tool's Triton code.
+    BackendSpec("gemm", "fp8", "triton.block_fp8_mm", TRITON, "block128", min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_group_128"),
     # ---- GEMM, NVFP4 W4A4 (no torch rows: torch has no NVFP4 GEMM baseline here).
     BackendSpec("gemm", "nvfp4", "mm_fp4", "cudnn", ccs=_BLACKWELL_FP4, source=f"{_GB}:5657",
                 quant="nvfp4_128x4"),
@@ -130,6 +139,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("gemm", "nvfp4", "mm_fp4", "trtllm", ccs=_TRTLLM_GEN, source=f"{_GB}:5699",
                 quant="nvfp4_8x4"),  # 8x4 for M <= TRTLLM_FP4_8X4_MAX_M, else 128x4
     # ---- MoE, BF16.
+    BackendSpec("moe", "bf16", "triton.fused_moe", TRITON, min_cc=(8, 0),
+                source="triton: BF16 tl.dot needs SM 8.0+"),
     BackendSpec("moe", "bf16", "torch._grouped_mm", TORCH, min_cc=(8, 0),
                 source="torch: _grouped_mm needs SM 8.0+"),
     BackendSpec("moe", "bf16", "cutlass_fused_moe", "cutlass", ccs=_MOE_CUTLASS,
@@ -141,6 +152,13 @@ BACKENDS: tuple[BackendSpec, ...] = (
     # run_fp8_per_tensor_moe), so each gets a with_quant twin.
     # torch's FP8 MoE row takes its input already quantized per token (like the FlashInfer rows);
     # the per-token quantization between GEMM1 and GEMM2 stays inside; the twin adds the input's.
+    # vLLM's fused-MoE algorithm by FP8 scheme; a2 (between the GEMMs) is quantized inside the call.
+    BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "per_tensor", min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_tensor_static"),
+    BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "per_token", min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_token_dynamic"),
+    BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "block128", min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_group_128"),
     BackendSpec("moe", "fp8", "torch._scaled_grouped_mm", TORCH,
                 ccs=((9, 0), (10, 0), (10, 3)),
                 source="torch: _scaled_grouped_mm (row-wise scales) needs SM 9.0 or 10.x",
@@ -292,14 +310,38 @@ def shape_limit(case: "Case") -> str:
             if value % lim.multiple:
                 return (f"{r} {b} needs {lim.dim} % {lim.multiple} == 0; {lim.dim}={value} "
                         f"({lim.why}; {lim.source})")
+    if r == "triton.block_fp8_mm" and p.k % 128:
+        return (f"block-128 FP8 needs K % 128 == 0 (1x128 activation groups); K={p.k} "
+                "(vllm/model_executor/layers/quantization/utils/fp8_utils.py: per_token_group_quant_fp8)")
     if case.kind != "moe":
         return ""
     act = case.activation
+    if r == "triton.fused_moe":
+        return triton_moe_limit(case)
     if r == "cute_dsl_fp4_block_scale_moe" and act != "Swiglu":
         return (f"cute_dsl_fp4_block_scale_moe supports Swiglu only; activation is {act} "
                 f"(benchmarks/routines/moe.py:1446-1452)")
     if r in ROUTING_IN_KERNEL:
         return trtllm_moe_limit(case)
+    return ""
+
+
+#: FlashInfer ActivationType names the Triton fused-MoE kernel implements (run/triton_backend.py).
+TRITON_MOE_ACTIVATIONS = ("Swiglu", "Geglu", "GegluTanh", "SwigluBias", "Relu2", "Silu", "Gelu")
+
+
+def triton_moe_limit(case: "Case") -> str:
+    """Why the Triton fused MoE cannot run `case` ("" if it can)."""
+    p = case.physical
+    if case.activation not in TRITON_MOE_ACTIVATIONS:
+        return (f"triton.fused_moe has no {case.activation} activation "
+                f"(it has {', '.join(TRITON_MOE_ACTIVATIONS)})")
+    if case.variant == "block128":
+        for dim, value in (("hidden", p.hidden), ("intermediate", p.intermediate)):
+            if value % 128:
+                return (f"block-128 FP8 MoE needs {dim} % 128 == 0 (128x128 weight blocks); "
+                        f"{dim}={value}: vLLM refuses such a checkpoint shard "
+                        "(vllm/model_executor/layers/quantization/fp8.py: Fp8MoEMethod.create_weights)")
     return ""
 
 

@@ -99,6 +99,8 @@ class Case:
         (the PyTorch baseline) or "driver" (FlashInfer's benchmark driver)."""
         if self.with_quant:
             return "quant"
+        if self.backend == "triton":
+            return "triton"
         if self.backend == "torch" or not self.driver_args:
             return "torch"
         return "driver"

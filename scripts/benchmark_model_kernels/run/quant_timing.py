@@ -21,12 +21,13 @@ import functools
 from dataclasses import dataclass
 
 from ..cases.schema import Case, GemmShape
+from . import triton_fp8_gemm
 from .timing import Measurement, UnsupportedCase, bench
 
 FP8_MAX = 448.0
 #: Scale-factor layouts of NVFP4 activations.
 SF_LAYOUTS = ("128x4", "8x4", "linear")
-QUANT_METHODS = ("fp8_per_tensor", "fp8_per_token", "nvfp4")
+QUANT_METHODS = ("fp8_per_tensor", "fp8_per_token", "fp8_per_group_128", "nvfp4")
 
 QUANT_TIMING_NOTE = (
     "with_quant rows add the time of quantizing the kernel's BF16 input activation [M, K] "
@@ -86,6 +87,8 @@ def quant_spec(case: Case) -> QuantSpec:
     if case.dtype == "fp8":
         per_token = case.variant == "per_token" or case.routine == "torch._scaled_grouped_mm"
         method = "fp8_per_token" if per_token else "fp8_per_tensor"
+        if case.variant == "block128":
+            method = "fp8_per_group_128"
         return QuantSpec(method, rows, cols)
     if case.dtype == "nvfp4":
         if case.routine == "cutlass_fused_moe" and case.variant != "quantized_input":
@@ -217,6 +220,13 @@ def measure_quant(case: Case, settings) -> Measurement:
 
     if major < 9 and (major, minor) != (8, 9):
         raise UnsupportedCase(f"FP8 (e4m3) needs SM89+; this GPU is sm_{major}{minor}")
+    if spec.method == "fp8_per_group_128":
+        # The block-FP8 kernels' own 1x128-group quantizer (run/triton_fp8_gemm.py); N=128 keeps
+        # the unused weight it builds small.
+        problem = triton_fp8_gemm.BlockFp8Problem(spec.rows, 128, spec.cols)
+        fn, args = triton_fp8_gemm.quant_input_fn(problem, triton_fp8_gemm.build_inputs(problem, "cuda"))
+        fn(*args)
+        return bench(fn, settings, input_args=args)
     out = torch.empty(spec.rows, spec.cols, device="cuda", dtype=torch.float8_e4m3fn)
     if spec.method == "fp8_per_tensor":
         # A static (calibrated) scale: computed once here, outside the timed kernel.

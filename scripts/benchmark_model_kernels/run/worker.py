@@ -30,7 +30,7 @@ import warnings
 from typing import Any
 
 from ..cases.schema import Case
-from . import quant_timing, torch_backend
+from . import quant_timing, torch_backend, triton_backend
 from .outcome import RETRY_MARKER
 from .results import RunSettings
 from .timing import UnsupportedCase
@@ -120,6 +120,8 @@ def _run_python_case(req: dict[str, Any]) -> dict[str, Any]:
     try:
         if req["job"] == "quant":
             m = quant_timing.measure_quant(case, settings)
+        elif req["job"] == "triton":
+            m = triton_backend.run_case(case, settings)
         else:
             m = torch_backend.run_case(case, settings)
     except UnsupportedCase as e:

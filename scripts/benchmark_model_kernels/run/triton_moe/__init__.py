@@ -1,0 +1,27 @@
+"""The project's own Triton fused-MoE layer (one EP/TP rank), following vLLM's fused_moe algorithm.
+
+What flows through it (each module imports on a CPU machine without torch or Triton; both are
+imported lazily, on first use):
+
+* `problem`: `MoeProblem` (M tokens, hidden H, per-rank intermediate I, local/global experts,
+  top_k, activation, scheme, biases) -> `build_inputs` (seeded activations, weights and FP8
+  scales, uniform routing over the GLOBAL experts: ids >= local_experts belong to other ranks),
+  `reference_moe` (fp32 PyTorch) and `hbm_floor_bytes` (the roofline floor).
+* `tuning`: (scheme, M, top_k, local experts) -> `config_space` / `default_config`, config dicts
+  of six ints checked by `validate_config`; `config_key` names a tuned shape in the JSON cache of
+  `run/triton_tuning.py`, which also does the search (`search_config`).
+* `fused`: (problem, inputs, config) -> `make_fused_moe` -> (fn, args); fn(*args) returns the
+  [M, H] BF16 output of the whole expert computation, as vLLM's `fused_experts_impl` does:
+  1. align: the M*top_k (token, expert) pairs are grouped per LOCAL expert, each group padded to
+     a multiple of BLOCK_SIZE_M (sentinel M*top_k); pairs of other ranks get no slot. Up to 8192
+     pairs one kernel, beyond it a memset and three (histograms, offsets, scatter).
+  2. grouped GEMM 1 (H -> 2I gated, or I), vLLM's `fused_moe_kernel` algorithm, FP8 scales per
+     tensor / per token x per channel / per 128x128 block, optional bias.
+  3. activation (silu_and_mul, gelu_and_mul, gelu_tanh_and_mul, swigluoai, silu, gelu, relu2)
+     fused with the FP8 quantization of its output; rows of non-local pairs are skipped.
+  4. grouped GEMM 2 (I -> H) with the routing weight multiplied in.
+  5. sum over top_k (masking non-local pairs) -> [M, H] BF16.
+  Static grids on preallocated buffers (no host sync, no data-dependent branches): the call can be
+  captured in a CUDA graph. `quant_input_fn` -> (fn, args) is the FP8 schemes' input quantization.
+* `kernels`: the @triton.jit kernels behind `fused` (`_kernels()`, compiled on first use).
+"""

@@ -1,0 +1,250 @@
+"""The fused-MoE call of one rank: `make_fused_moe(p, inputs, config) -> (fn, args)`.
+
+fn(*args) runs align -> grouped GEMM 1 -> activation (+ a2 FP8 quantization) -> grouped GEMM 2
+(routing weight multiplied in) -> top_k sum and returns the [M, H] BF16 output. `args` holds
+every GPU tensor (inputs from `problem.build_inputs`, preallocated workspaces, the output): the
+closure keeps only ints, the config and kernel handles, so nothing is allocated or synchronized
+inside fn and it can be captured in a CUDA graph. Also: `quant_input_fn` (the FP8 schemes' input
+quantization, timed apart) and `align_only_fn` (the align step alone, for tests).
+
+Torch is imported lazily (`problem._torch()`), Triton through `kernels._kernels()`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from .kernels import ACT_CODE, ACT_IDENTITY, QUANT_CODE, _kernels
+from .problem import (
+    FP8_GROUP,
+    FP8_MAX,
+    FP8_SCHEMES,
+    SCALE_EPS,
+    SWIGLUOAI_ALPHA,
+    SWIGLUOAI_LIMIT,
+    MoeProblem,
+    _cdiv,
+    _fp8,
+    _next_pow2,
+    _torch,
+)
+from .tuning import default_config, validate_config
+
+#: Pairs up to which the align step is one kernel (each of its programs reads all pairs).
+ALIGN_FUSED_MAX = 8192
+_ALIGN_FUSED_CHUNK = 256
+#: Pairs per program of the multi-kernel align path.
+_ALIGN_CHUNK = 512
+
+
+def _interpreting() -> bool:
+    """Triton's CPU interpreter: its tl.dot mis-reads BF16 operands (Triton 3.9), so the GEMM
+    upcasts them to fp32 there (exact: BF16 products are exact in fp32)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _act_launch(quant: int, n_out: int) -> tuple[int, int, int, int]:
+    """(BLOCK, NCHUNK, column programs, num_warps) of the activation kernel for one row."""
+    if quant == 2:
+        block = min(_next_pow2(n_out), 8192)
+        nchunk = _cdiv(n_out, block)
+        return block, nchunk, 1, 4 if block <= 2048 else 8
+    if quant == 3:
+        groups = _cdiv(n_out, FP8_GROUP)
+        gpp = min(8, _next_pow2(groups))
+        return gpp * FP8_GROUP, 1, _cdiv(groups, gpp), 4
+    block = min(1024, max(16, _next_pow2(n_out)))
+    return block, 1, _cdiv(n_out, block), 4
+
+
+def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable, tuple]:
+    """(fn, args): fn(*args) runs the whole pipeline and returns the [M, H] BF16 output.
+
+    All GPU tensors (inputs, workspaces, output) travel in `args`; the closure holds only ints,
+    the config and kernel handles. Nothing is allocated or synchronized inside fn.
+    """
+    torch = _torch()
+    cfg = validate_config(config, p.scheme)
+    K = _kernels()
+    dev = inputs["w1"].device
+    M, H, I, E, top_k, N1 = (p.num_tokens, p.hidden, p.intermediate, p.local_experts, p.top_k,  # noqa: E741
+                             p.n1)
+    numel = p.pairs
+    bm = cfg["BLOCK_SIZE_M"]
+    quant = QUANT_CODE[p.scheme]
+    fp8 = quant != 0
+
+    # Align workspaces. The padded length bound: every non-empty local expert adds < BM slots.
+    sorted_len = numel + min(E, numel) * (bm - 1)
+    num_blocks = _cdiv(sorted_len, bm)
+    e_pad = max(16, _next_pow2(E))
+    i32 = dict(dtype=torch.int32, device=dev)
+    sorted_ids = torch.empty(sorted_len, **i32)
+    expert_ids = torch.empty(num_blocks, **i32)
+    ntpp = torch.empty(1, **i32)
+    cursor = torch.empty(_align_plan(numel)[2] * e_pad, **i32)
+    counts = torch.zeros(e_pad, **i32)
+    cache1 = torch.empty(numel, N1, dtype=torch.bfloat16, device=dev)
+    cache2 = torch.empty(numel, I, dtype=_fp8() if fp8 else torch.bfloat16, device=dev)
+    if quant == 2:
+        cache2_scale = torch.empty(numel, 1, dtype=torch.float32, device=dev)
+    elif quant == 3:
+        cache2_scale = torch.empty(numel, _cdiv(I, FP8_GROUP), dtype=torch.float32, device=dev)
+    else:
+        cache2_scale = None
+    cache3 = torch.empty(numel, H, dtype=torch.bfloat16, device=dev)
+    out = torch.empty(M, H, dtype=torch.bfloat16, device=dev)
+
+    align = _align_launcher(numel, E, bm, sorted_len, num_blocks, e_pad)
+
+    gemm_meta = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=cfg["BLOCK_SIZE_N"],
+                     BLOCK_SIZE_K=cfg["BLOCK_SIZE_K"], GROUP_SIZE_M=cfg["GROUP_SIZE_M"],
+                     num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                     QUANT=quant, HAS_BIAS=p.has_bias, GROUP_N=FP8_GROUP, GROUP_K=FP8_GROUP,
+                     UPCAST=_interpreting() and quant == 0)
+    bk = cfg["BLOCK_SIZE_K"]
+    grid1 = (num_blocks * _cdiv(N1, cfg["BLOCK_SIZE_N"]),)
+    grid2 = (num_blocks * _cdiv(H, cfg["BLOCK_SIZE_N"]),)
+    act_block, act_nchunk, act_cols, act_warps = _act_launch(quant, I)
+    sum_block = min(1024, max(16, _next_pow2(H)))
+    sum_grid = (M, _cdiv(H, sum_block))
+    act_code = ACT_CODE[p.activation]
+
+    def w_strides(w_scale):
+        # (stride_bse, stride_bsn, stride_bsk) of the weight scales.
+        if w_scale is None:
+            return 0, 0, 0
+        if w_scale.dim() == 1:
+            return w_scale.stride(0), 0, 0
+        return w_scale.stride(0), w_scale.stride(1), w_scale.stride(2)
+
+    def a_strides(a_scale):
+        if a_scale is None or a_scale.dim() != 2:
+            return 0, 0
+        return a_scale.stride(0), a_scale.stride(1)
+
+    def fn(x, a1_scale, w1, w1_scale, w2, w2_scale, b1, b2, topk_ids, topk_weights, a2_scale,
+           sorted_ids, expert_ids, ntpp, cursor, counts, cache1, cache2, cache2_scale, cache3,
+           out):
+        align(topk_ids, sorted_ids, expert_ids, ntpp, cursor, counts)
+        # GEMM 1: x [M, H] (row = pair // top_k) -> cache1 [pairs, N1]
+        K["gemm"][grid1](
+            x, w1, cache1, a1_scale, w1_scale, b1, topk_weights, sorted_ids, expert_ids, ntpp,
+            N1, H, sorted_len, numel, top_k, 0,
+            x.stride(0), x.stride(1), w1.stride(0), w1.stride(1), w1.stride(2),
+            cache1.stride(0), cache1.stride(1), *a_strides(a1_scale), *w_strides(w1_scale),
+            b1.stride(0) if b1 is not None else 0,
+            EVEN_K=H % bk == 0, **gemm_meta)
+        # activation (+ a2 quantization) -> cache2 [pairs, I]
+        K["act_quant"][(numel, act_cols)](
+            cache1, cache2, cache2_scale, a2_scale, topk_ids, I, cache1.stride(0),
+            cache2.stride(0), cache2_scale.stride(0) if cache2_scale is not None else 0, E,
+            ACT=act_code, QUANT=quant, SKIP=True, BLOCK=act_block, NCHUNK=act_nchunk,
+            GROUP=FP8_GROUP, FP8_MAX=FP8_MAX, EPS=SCALE_EPS, ALPHA=SWIGLUOAI_ALPHA,
+            LIMIT=SWIGLUOAI_LIMIT, num_warps=act_warps)
+        # GEMM 2: cache2 [pairs, I] -> cache3 [pairs, H], times the routing weight
+        a2s = a2_scale if quant == 1 else cache2_scale
+        K["gemm"][grid2](
+            cache2, w2, cache3, a2s, w2_scale, b2, topk_weights, sorted_ids, expert_ids, ntpp,
+            H, I, sorted_len, numel, 1, 1,
+            cache2.stride(0), cache2.stride(1), w2.stride(0), w2.stride(1), w2.stride(2),
+            cache3.stride(0), cache3.stride(1), *a_strides(a2s), *w_strides(w2_scale),
+            b2.stride(0) if b2 is not None else 0,
+            EVEN_K=I % bk == 0, **gemm_meta)
+        K["moe_sum"][sum_grid](cache3, topk_ids, out, H, E, TOP_K=top_k, BLOCK=sum_block,
+                               num_warps=4)
+        return out
+
+    args = (inputs["x"], inputs.get("a1_scale"), inputs["w1"], inputs.get("w1_scale"),
+            inputs["w2"], inputs.get("w2_scale"), inputs.get("b1"), inputs.get("b2"),
+            inputs["topk_ids"], inputs["topk_weights"], inputs.get("a2_scale"),
+            sorted_ids, expert_ids, ntpp, cursor, counts, cache1, cache2, cache2_scale, cache3,
+            out)
+    if p.scheme == "fp8_per_tensor" and args[10] is None:
+        raise ValueError("fp8_per_tensor needs inputs['a2_scale'] (static intermediate scale)")
+    return fn, args
+
+
+def _align_plan(numel: int) -> tuple[bool, int, int]:
+    """(fused?, chunk, programs) of the align step for `numel` pairs."""
+    if numel <= ALIGN_FUSED_MAX:
+        chunk = _ALIGN_FUSED_CHUNK
+        return True, chunk, _cdiv(numel, chunk)
+    return False, _ALIGN_CHUNK, _cdiv(numel, _ALIGN_CHUNK)
+
+
+def _align_launcher(numel: int, local_experts: int, block_m: int, sorted_len: int,
+                    num_blocks: int, e_pad: int) -> Callable:
+    """The align step's launches for static sizes: one kernel, or a memset and three."""
+    K = _kernels()
+    fused, chunk, n_chunks = _align_plan(numel)
+    fill_per_prog = _cdiv(sorted_len, n_chunks)
+    E = local_experts
+    padb = min(block_m, 32)
+
+    def align(topk_ids, sorted_ids, expert_ids, ntpp, cursor, counts):
+        if fused:
+            K["align_fused"][(n_chunks,)](
+                topk_ids, sorted_ids, expert_ids, ntpp, cursor, numel, E, num_blocks,
+                BLOCK_M=block_m, E_PAD=e_pad, CHUNK=chunk, SCAN=1024, PADB=padb, BCHUNK=64,
+                num_warps=4)
+        else:
+            counts.zero_()
+            K["align_count"][(n_chunks,)](
+                topk_ids, counts, sorted_ids, numel, E, sorted_len, fill_per_prog,
+                E_PAD=e_pad, CHUNK=chunk, FILL=1024, num_warps=4)
+            K["align_offsets"][(1,)](
+                counts, cursor, expert_ids, ntpp, E, num_blocks, BLOCK_M=block_m, E_PAD=e_pad,
+                BCHUNK=64, num_warps=4)
+            K["align_scatter"][(n_chunks,)](
+                topk_ids, cursor, sorted_ids, numel, E, CHUNK=chunk, num_warps=4)
+        return sorted_ids, expert_ids, ntpp
+
+    return align
+
+
+def align_only_fn(p: MoeProblem, inputs: dict, block_m: int) -> tuple[Callable, tuple]:
+    """(fn, args) of the align step alone; fn returns (sorted_ids, expert_ids, ntpp). For tests."""
+    cfg = dict(default_config(p.scheme, p.num_tokens), BLOCK_SIZE_M=block_m)
+    if p.scheme == "fp8_block128":
+        cfg["BLOCK_SIZE_N"] = min(cfg["BLOCK_SIZE_N"], FP8_GROUP)
+    _, args = make_fused_moe(p, inputs, cfg)
+    sorted_ids, expert_ids, ntpp, cursor, counts = args[11:16]
+    align = _align_launcher(p.pairs, p.local_experts, block_m, sorted_ids.numel(),
+                            expert_ids.numel(), max(16, _next_pow2(p.local_experts)))
+    return align, (inputs["topk_ids"], sorted_ids, expert_ids, ntpp, cursor, counts)
+
+
+def quant_input_fn(p: MoeProblem, inputs: dict) -> tuple[Callable, tuple]:
+    """(fn, args) of the FP8 schemes' input quantization of x_bf16 [M, H]: one Triton kernel.
+
+    fp8_per_tensor: static (inputs['a1_scale']); fp8_per_token: dynamic per row;
+    fp8_block128: dynamic per 1x128 group. fn returns (x_fp8, scales).
+    """
+    if p.scheme not in FP8_SCHEMES:
+        raise ValueError(f"scheme={p.scheme!r}: only the FP8 schemes quantize their input")
+    torch = _torch()
+    K = _kernels()
+    x = inputs["x_bf16"]
+    dev = x.device
+    M, H = x.shape
+    quant = QUANT_CODE[p.scheme]
+    xq = torch.empty(M, H, dtype=_fp8(), device=dev)
+    if quant == 1:
+        xs = inputs["a1_scale"]
+    elif quant == 2:
+        xs = torch.empty(M, 1, dtype=torch.float32, device=dev)
+    else:
+        xs = torch.empty(M, _cdiv(H, FP8_GROUP), dtype=torch.float32, device=dev)
+    block, nchunk, cols, warps = _act_launch(quant, H)
+
+    def fn(x, xq, xs):
+        K["act_quant"][(M, cols)](
+            x, xq, xs, xs, x, H, x.stride(0), xq.stride(0), xs.stride(0) if quant != 1 else 0, 0,
+            ACT=ACT_IDENTITY, QUANT=quant, SKIP=False, BLOCK=block, NCHUNK=nchunk,
+            GROUP=FP8_GROUP, FP8_MAX=FP8_MAX, EPS=SCALE_EPS, ALPHA=SWIGLUOAI_ALPHA,
+            LIMIT=SWIGLUOAI_LIMIT, num_warps=warps)
+        return xq, xs
+
+    return fn, (x, xq, xs)

@@ -1,0 +1,318 @@
+"""One rank's fused-MoE problem: its shape, seeded inputs, the fp32 reference and the HBM floor.
+
+In: the shape (`MoeProblem`) and a seed; out: the kernel's inputs (`build_inputs`: activations,
+FP8 weights and scales in each scheme's layout, seeded uniform routing over the GLOBAL experts,
+biases), `reference_moe` (plain PyTorch fp32 from the same dequantized inputs) and the roofline's
+`hbm_floor_bytes`. The torch-side FP8 quantizers here are also the references of the kernels'.
+
+Torch is imported lazily (`_torch()`): this module imports on a CPU machine without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMES = ("bf16", "fp8_per_tensor", "fp8_per_token", "fp8_block128")
+FP8_SCHEMES = SCHEMES[1:]
+#: Gated activations read GEMM 1's [rows, 2I] output; the others read [rows, I].
+GATED_ACTIVATIONS = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "swigluoai")
+PLAIN_ACTIVATIONS = ("silu", "gelu", "relu2")
+ACTIVATIONS = GATED_ACTIVATIONS + PLAIN_ACTIVATIONS
+FP8_MAX = 448.0
+FP8_GROUP = 128
+"""fp8_block128: weights carry one scale per 128x128 block, activations one per 1x128 group."""
+SWIGLUOAI_ALPHA = 1.702
+SWIGLUOAI_LIMIT = 7.0
+SCALE_EPS = 1e-10
+"""Floor of a dynamic amax before it becomes a scale (all-zero rows/groups)."""
+
+
+# ---------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True)
+class MoeProblem:
+    """One rank's fused-MoE call: M tokens through its `local_experts` of `global_experts`."""
+
+    num_tokens: int
+    hidden: int
+    intermediate: int
+    """Per-rank intermediate size I (GEMM 1 makes 2I columns when gated)."""
+    local_experts: int
+    global_experts: int
+    top_k: int
+    activation: str
+    gated: bool
+    scheme: str
+    has_bias: bool = False
+    """Biases on both GEMMs (b1 [E, N1], b2 [E, H]), as gpt-oss has."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_tokens", "hidden", "intermediate", "local_experts", "global_experts",
+                     "top_k"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}={value!r}: expected a positive int")
+        if self.local_experts > self.global_experts:
+            raise ValueError(f"local_experts={self.local_experts} > global_experts="
+                             f"{self.global_experts}")
+        if self.top_k > self.global_experts:
+            raise ValueError(f"top_k={self.top_k} > global_experts={self.global_experts}: "
+                             "each token picks distinct experts")
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme={self.scheme!r}: expected one of {', '.join(SCHEMES)}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}: expected one of "
+                             f"{', '.join(ACTIVATIONS)}")
+        if self.gated != (self.activation in GATED_ACTIVATIONS):
+            raise ValueError(f"gated={self.gated} does not fit activation={self.activation!r} "
+                             f"(gated ones: {', '.join(GATED_ACTIVATIONS)})")
+
+    @property
+    def n1(self) -> int:
+        """GEMM 1 output width: 2I gated, I otherwise."""
+        return 2 * self.intermediate if self.gated else self.intermediate
+
+    @property
+    def pairs(self) -> int:
+        return self.num_tokens * self.top_k
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------- torch helpers
+
+
+def _torch():
+    import torch  # lazy: the package imports on a CPU machine without torch
+
+    return torch
+
+
+def uniform_routing(num_tokens: int, global_experts: int, top_k: int, seed: int = 0):
+    """Seeded uniform top-k routing on the CPU: (ids int64 [M, top_k], weights fp32 [M, top_k]).
+
+    Same semantics as the package's torch backend: each token picks `top_k` distinct experts as
+    the top-k of uniform scores; the weights are the softmax of the picked scores.
+    """
+    torch = _torch()
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.rand(num_tokens, global_experts, generator=g)
+    picked, ids = scores.topk(top_k, dim=-1)
+    return ids, torch.softmax(picked, dim=-1)
+
+
+def _fp8():
+    return _torch().float8_e4m3fn
+
+
+def _quant_tensor(w, scale):
+    """fp8 cast of w / scale (scale broadcast), clamped to the e4m3 range."""
+    return (w / scale).clamp(-FP8_MAX, FP8_MAX).to(_fp8())
+
+
+def _pad_to(t, dim: int, mult: int):
+    torch = _torch()
+    n = t.shape[dim]
+    pad = _cdiv(n, mult) * mult - n
+    if not pad:
+        return t
+    shape = list(t.shape)
+    shape[dim] = pad
+    return torch.cat([t, torch.zeros(shape, dtype=t.dtype, device=t.device)], dim=dim)
+
+
+def _block_amax(w):
+    """[..., R, C] -> [..., cdiv(R,128), cdiv(C,128)] abs-max of each 128x128 block."""
+    wp = _pad_to(_pad_to(w.abs(), -2, FP8_GROUP), -1, FP8_GROUP)
+    *lead, r, c = wp.shape
+    return wp.reshape(*lead, r // FP8_GROUP, FP8_GROUP, c // FP8_GROUP, FP8_GROUP).amax(
+        dim=(-3, -1))
+
+
+def _expand_blocks(s, rows: int, cols: int):
+    """[..., R/128, C/128] block scales -> [..., rows, cols] per element."""
+    e = s.repeat_interleave(FP8_GROUP, dim=-2).repeat_interleave(FP8_GROUP, dim=-1)
+    return e[..., :rows, :cols]
+
+
+def _quant_weight(w, scheme: str):
+    """fp32 weights [E, N, K] -> (fp8 weights, scales) in `scheme`'s layout."""
+    if scheme == "fp8_per_tensor":
+        s = (w.abs().amax(dim=(1, 2)).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E]
+        return _quant_tensor(w, s[:, None, None]), s
+    if scheme == "fp8_per_token":
+        s = (w.abs().amax(dim=2, keepdim=True).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E,N,1]
+        return _quant_tensor(w, s), s
+    s = (_block_amax(w).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E, N/128, K/128]
+    return _quant_tensor(w, _expand_blocks(s, w.shape[1], w.shape[2])), s
+
+
+def _dequant_weight(q, s, scheme: str):
+    w = q.float()
+    if scheme == "fp8_per_tensor":
+        return w * s[:, None, None]
+    if scheme == "fp8_per_token":
+        return w * s
+    return w * _expand_blocks(s, w.shape[1], w.shape[2])
+
+
+def _quant_act_torch(x, scheme: str, static_scale=None):
+    """Activation [rows, K] -> (fp8, scales) like the kernels (static scale given per tensor)."""
+    x = x.float()
+    if scheme == "fp8_per_tensor":
+        s = static_scale if static_scale is not None else (
+            x.abs().amax().clamp_min(SCALE_EPS) / FP8_MAX).reshape(1)
+        return _quant_tensor(x, s), s.float()
+    if scheme == "fp8_per_token":
+        s = x.abs().amax(dim=1, keepdim=True).clamp_min(SCALE_EPS) / FP8_MAX
+        return _quant_tensor(x, s), s.float()
+    xp = _pad_to(x.abs(), 1, FP8_GROUP)
+    s = xp.reshape(x.shape[0], -1, FP8_GROUP).amax(dim=-1).clamp_min(SCALE_EPS) / FP8_MAX
+    return _quant_tensor(x, s.repeat_interleave(FP8_GROUP, dim=1)[:, :x.shape[1]]), s.float()
+
+
+def _dequant_act(q, s, scheme: str):
+    x = q.float()
+    if scheme == "fp8_per_tensor":
+        return x * s
+    if scheme == "fp8_per_token":
+        return x * s
+    return x * s.repeat_interleave(FP8_GROUP, dim=1)[:, :x.shape[1]]
+
+
+def activation_ref(name: str, h):
+    """fp32 reference of the activation on GEMM 1's output [rows, N1]."""
+    torch = _torch()
+    F = torch.nn.functional
+    if name == "swigluoai":
+        g, u = h[..., 0::2], h[..., 1::2]
+        g = g.clamp(max=SWIGLUOAI_LIMIT)
+        u = u.clamp(-SWIGLUOAI_LIMIT, SWIGLUOAI_LIMIT)
+        return (u + 1) * g * torch.sigmoid(SWIGLUOAI_ALPHA * g)
+    if name in GATED_ACTIVATIONS:
+        i = h.shape[-1] // 2
+        g, u = h[..., :i], h[..., i:]
+        if name == "silu_and_mul":
+            return F.silu(g) * u
+        if name == "gelu_and_mul":
+            return F.gelu(g) * u
+        return F.gelu(g, approximate="tanh") * u
+    if name == "silu":
+        return F.silu(h)
+    if name == "gelu":
+        return F.gelu(h)
+    if name == "relu2":
+        return torch.relu(h) ** 2
+    raise ValueError(f"activation={name!r}: expected one of {', '.join(ACTIVATIONS)}")
+
+
+def _dequantized(p: MoeProblem, inputs: dict):
+    """fp32 (x [M,H], w1 [E,N1,H], w2 [E,H,I]) the kernel's inputs stand for."""
+    if p.scheme == "bf16":
+        return inputs["x"].float(), inputs["w1"].float(), inputs["w2"].float()
+    x = _dequant_act(inputs["x"], inputs["a1_scale"], p.scheme)
+    w1 = _dequant_weight(inputs["w1"], inputs["w1_scale"], p.scheme)
+    w2 = _dequant_weight(inputs["w2"], inputs["w2_scale"], p.scheme)
+    return x, w1, w2
+
+
+def _reference(p: MoeProblem, inputs: dict, x, w1, w2):
+    """(out [M,H] fp32, amax of the activation output over local pairs), per-expert loop."""
+    torch = _torch()
+    ids = inputs["topk_ids"].long()
+    wts = inputs["topk_weights"].float()
+    out = torch.zeros(p.num_tokens, p.hidden, dtype=torch.float32, device=x.device)
+    amax = torch.zeros((), dtype=torch.float32, device=x.device)
+    b1, b2 = inputs.get("b1"), inputs.get("b2")
+    for e in range(p.local_experts):
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        h = x[tok] @ w1[e].T
+        if b1 is not None:
+            h = h + b1[e].float()
+        a = activation_ref(p.activation, h)
+        amax = torch.maximum(amax, a.abs().amax())
+        y = a @ w2[e].T
+        if b2 is not None:
+            y = y + b2[e].float()
+        out.index_add_(0, tok, y * wts[tok, slot][:, None])
+    return out, amax
+
+
+def reference_moe(p: MoeProblem, inputs: dict):
+    """Plain PyTorch fp32 MoE from the same (dequantized) activations and weights, [M, H].
+
+    The FP8 schemes' intermediate (a2) quantization is not modelled: that rounding is part of the
+    error the kernel is allowed.
+    """
+    x, w1, w2 = _dequantized(p, inputs)
+    return _reference(p, inputs, x, w1, w2)[0]
+
+
+def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
+    """Seeded inputs of one call: activations, weights (+scales), routing and biases.
+
+    Keys: x (kernel input: bf16, or fp8 for the FP8 schemes), x_bf16 (the BF16 activation the
+    FP8 input quantization starts from), a1_scale, w1 [E,N1,H], w1_scale, w2 [E,H,I], w2_scale,
+    a2_scale (fp8_per_tensor: static, calibrated as amax/448 of the reference intermediate),
+    b1 [E,N1] / b2 [E,H] (fp32, when has_bias), topk_ids int32 [M,top_k] (uniform over all
+    GLOBAL experts: ids >= local_experts belong to other ranks), topk_weights fp32 [M,top_k].
+    Absent entries are None. Weights ~ N(0, 1/K), activations ~ N(0, 1).
+    """
+    torch = _torch()
+    dev = torch.device(device)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    E, H, I, N1 = p.local_experts, p.hidden, p.intermediate, p.n1  # noqa: E741
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, generator=g, device=dev, dtype=torch.float32) * scale
+
+    x = randn(p.num_tokens, H).to(torch.bfloat16)
+    w1 = randn(E, N1, H, scale=H ** -0.5)
+    w2 = randn(E, H, I, scale=I ** -0.5)
+    b1 = randn(E, N1, scale=0.1) if p.has_bias else None
+    b2 = randn(E, H, scale=0.1) if p.has_bias else None
+    ids, wts = uniform_routing(p.num_tokens, p.global_experts, p.top_k, seed)
+    inputs: dict[str, Any] = {
+        "x_bf16": x, "b1": b1, "b2": b2,
+        "topk_ids": ids.to(torch.int32).to(dev), "topk_weights": wts.float().to(dev),
+        "a1_scale": None, "w1_scale": None, "w2_scale": None, "a2_scale": None,
+    }
+    if p.scheme == "bf16":
+        inputs.update(x=x, w1=w1.to(torch.bfloat16), w2=w2.to(torch.bfloat16))
+        return inputs
+    inputs["w1"], inputs["w1_scale"] = _quant_weight(w1, p.scheme)
+    del w1
+    inputs["w2"], inputs["w2_scale"] = _quant_weight(w2, p.scheme)
+    del w2
+    inputs["x"], inputs["a1_scale"] = _quant_act_torch(x, p.scheme)
+    if p.scheme == "fp8_per_tensor":
+        xd, w1d, w2d = _dequantized(p, inputs)
+        amax = _reference(p, inputs, xd, w1d, w2d)[1]
+        inputs["a2_scale"] = (amax.clamp_min(SCALE_EPS) / FP8_MAX).reshape(1).float()
+    return inputs
+
+
+# ---------------------------------------------------------------------------- roofline helper
+
+
+def expected_touched_experts(p: MoeProblem) -> float:
+    """Expected local experts hit by M*top_k uniform picks over the global experts."""
+    return p.local_experts * (1.0 - (1.0 - 1.0 / p.global_experts) ** p.pairs)
+
+
+def hbm_floor_bytes(p: MoeProblem) -> float:
+    """Bytes a perfect kernel must move: touched experts' weights + input + output."""
+    wbytes = 2 if p.scheme == "bf16" else 1
+    per_expert = (p.n1 * p.hidden + p.hidden * p.intermediate) * wbytes
+    xbytes = p.num_tokens * p.hidden * (2 if p.scheme == "bf16" else 1)
+    return expected_touched_experts(p) * per_expert + xbytes + p.num_tokens * p.hidden * 2
