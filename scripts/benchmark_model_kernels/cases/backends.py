@@ -326,8 +326,17 @@ def shape_limit(case: "Case") -> str:
     return ""
 
 
-#: FlashInfer ActivationType names the Triton fused-MoE kernel implements (run/triton_backend.py).
-TRITON_MOE_ACTIVATIONS = ("Swiglu", "Geglu", "GegluTanh", "SwigluBias", "Relu2", "Silu", "Gelu")
+#: FlashInfer ActivationType names (the Case's) the Triton fused-MoE kernel implements, and the
+#: kernel's own name for each (run/triton_moe/problem.py ACTIVATIONS).
+TRITON_MOE_ACTIVATIONS = {
+    "Swiglu": "silu_and_mul",
+    "Geglu": "gelu_and_mul",
+    "GegluTanh": "gelu_tanh_and_mul",
+    "SwigluBias": "swigluoai",
+    "Relu2": "relu2",
+    "Silu": "silu",
+    "Gelu": "gelu",
+}
 
 
 def triton_moe_limit(case: "Case") -> str:

@@ -15,7 +15,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from ..errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from ..errors import OneLineArgumentParser, UsageError, cli_main
 from . import environment as envmod
 from . import gpu as gpu_probes
 from . import versions
@@ -382,13 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        if args.gpu < 0:
-            raise UsageError("--gpu", args.gpu, "must be a CUDA device index >= 0, e.g. --gpu 0")
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    return cli_main(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.gpu < 0:
+        raise UsageError("--gpu", args.gpu, "must be a CUDA device index >= 0, e.g. --gpu 0")
     try:
         probes = gather(args.flashinfer_repo, args.gpu)
         checks = run_checks(probes)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any, Sequence
 
-from ..errors import EXIT_USAGE, OneLineArgumentParser, UsageError
+from ..errors import OneLineArgumentParser, UsageError, cli_main
 from ..files import write_text_atomic
 from ..run.results import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, rows_of
 from . import figures
@@ -131,14 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def run() -> int:
         args = build_parser().parse_args(argv)
-        path = write_report(args.workdirs, args.out)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    print(path)
-    return 0
+        print(write_report(args.workdirs, args.out))
+        return 0
+
+    return cli_main(run)
 
 
 __all__ = ["REPORT_MD", "default_out_dir", "write_report", "build_parser", "main"]

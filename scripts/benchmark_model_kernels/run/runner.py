@@ -21,7 +21,7 @@ import shlex
 import sys
 import time
 from dataclasses import asdict
-from typing import Any, Callable, Dict, Iterable, List, Optional, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from .. import __version__
 from ..cases import build as case_building
@@ -48,10 +48,10 @@ from .workdir import CASE_DIR, DRIVER_LOG, TESTLIST, dry_run, load_kept, make_wo
 
 #: What the run records as results.json["environment"], given the --flashinfer_repo (the CLIs pass
 #: `env.environment.collect`; the run stage itself does not probe the machine).
-EnvironmentProbe = Callable[[Optional[str]], Dict[str, Any]]
+EnvironmentProbe = Callable[[str | None], dict[str, Any]]
 #: Renders the report of finished workdirs and returns its path (the CLIs pass
 #: `report.report.write_report`); None writes no report.
-ReportWriter = Callable[[List[str]], str]
+ReportWriter = Callable[[list[str]], str]
 
 TIMING_NOTE = (
     "Driver rows: FlashInfer's benchmarks/flashinfer_benchmark.py run in-process by a worker "

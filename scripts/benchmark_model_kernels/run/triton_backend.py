@@ -18,21 +18,12 @@ import dataclasses
 import os
 from typing import Any, Callable
 
+from ..cases.backends import TRITON_MOE_ACTIVATIONS
 from ..cases.schema import Case, GemmShape, MoeShape
 from .results import RunSettings
 from .timing import Measurement, UnsupportedCase, bench
 
 ROUTINES = ("triton.fused_moe", "triton.block_fp8_mm")
-#: FlashInfer ActivationType (the Case's name) -> the Triton MoE kernel's activation.
-ACTIVATIONS = {
-    "Swiglu": "silu_and_mul",
-    "Geglu": "gelu_and_mul",
-    "GegluTanh": "gelu_tanh_and_mul",
-    "SwigluBias": "swigluoai",
-    "Relu2": "relu2",
-    "Silu": "silu",
-    "Gelu": "gelu",
-}
 #: Search timing: few iterations are enough to rank tiles; the row itself uses the run's settings.
 _SEARCH_ITERS = 10
 
@@ -65,48 +56,56 @@ def _gpu_key() -> tuple[str, str]:
 
 
 def moe_problem(case: Case) -> Any:
-    """The Triton MoE problem of a case (ValueError names the field that does not fit)."""
+    """The Triton MoE problem of a case whose activation the kernel has (cases/backends.py
+    `triton_moe_limit` marks the others unsupported before they reach a worker)."""
     from .triton_moe.problem import MoeProblem
 
     p = case.physical
     assert isinstance(p, MoeShape)
-    act = ACTIVATIONS.get(case.activation)
-    if act is None:
-        raise UnsupportedCase(f"triton.fused_moe has no {case.activation} activation "
-                              f"(it has {', '.join(ACTIVATIONS)})")
     return MoeProblem(num_tokens=p.num_tokens, hidden=p.hidden, intermediate=p.intermediate,
                       local_experts=p.experts, global_experts=p.global_experts, top_k=p.top_k,
-                      activation=act, gated=case.gated, scheme=scheme_of(case),
-                      has_bias=case.activation == "SwigluBias")
+                      activation=TRITON_MOE_ACTIVATIONS[case.activation], gated=case.gated,
+                      scheme=scheme_of(case), has_bias=case.activation == "SwigluBias")
+
+
+Build = Callable[[dict[str, int]], tuple[Callable[..., Any], tuple[Any, ...]]]
+
+
+def _time_tuned(settings: RunSettings, key: str, build: Build, space: Callable[[], list[dict[str, int]]],
+                check: Callable[[dict[str, Any]], dict[str, int]]) -> Measurement:
+    """Time `build(config)` with the cached tiles for `key`, searching (and caching) them first
+    when none are stored; the row's note says which, and the tiles."""
+    from .triton_tuning import CONFIG_KEYS, load_cached_config, search_config, store_config
+
+    config = load_cached_config(cache_dir(settings), key, check)
+    note = "tiles from the cache"
+    if config is None:
+        candidates = space()
+        config = search_config(build, candidates, _timer(settings))
+        store_config(cache_dir(settings), key, config, check)
+        note = f"tiles searched over {len(candidates)} configs"
+    fn, args = build(config)
+    fn(*args)
+    m = bench(fn, settings, input_args=args)
+    tiles = ",".join(str(config[k]) for k in CONFIG_KEYS)
+    return dataclasses.replace(m, note="; ".join(x for x in (f"{note}: {tiles}", m.note) if x))
 
 
 def _run_moe(case: Case, settings: RunSettings) -> Measurement:
     from .triton_moe import fused, problem, tuning
-    from .triton_tuning import load_cached_config, search_config, store_config
 
     p = moe_problem(case)
     inputs = problem.build_inputs(p, "cuda")
-    gpu, triton_version = _gpu_key()
-    key = tuning.config_key(p, gpu, triton_version)
-    config = load_cached_config(cache_dir(settings), key)
-    note = "tiles from the cache"
-    if config is None:
-        space = tuning.config_space(p.scheme, p.num_tokens, top_k=p.top_k,
-                                    local_experts=p.local_experts)
-        config = search_config(lambda c: fused.make_fused_moe(p, inputs, c), space,
-                               _timer(settings))
-        store_config(cache_dir(settings), key, config)
-        note = f"tiles searched over {len(space)} configs"
-    fn, args = fused.make_fused_moe(p, inputs, config)
-    fn(*args)
-    m = bench(fn, settings, input_args=args)
-    tiles = ",".join(str(config[k]) for k in tuning.CONFIG_KEYS)
-    return dataclasses.replace(m, note="; ".join(x for x in (f"{note}: {tiles}", m.note) if x))
+    key = tuning.config_key(p, *_gpu_key())
+    return _time_tuned(
+        settings, key, lambda c: fused.make_fused_moe(p, inputs, c),
+        lambda: tuning.config_space(p.scheme, p.num_tokens, top_k=p.top_k,
+                                    local_experts=p.local_experts),
+        lambda c: tuning.validate_config(c, p.scheme))
 
 
 def _run_block_gemm(case: Case, settings: RunSettings) -> Measurement:
     from . import triton_fp8_gemm as g
-    from .triton_tuning import load_cached_config, search_config, store_config
 
     shape = case.physical
     assert isinstance(shape, GemmShape)
@@ -114,14 +113,8 @@ def _run_block_gemm(case: Case, settings: RunSettings) -> Measurement:
     inputs = g.build_inputs(p, "cuda")
     gpu, triton_version = _gpu_key()
     key = g.config_cache_key(gpu, p.m, p.n, p.k, triton_version)
-    config = load_cached_config(cache_dir(settings), key)
-    if config is None:
-        config = search_config(lambda c: g.make_block_fp8_gemm(p, inputs, c), g.config_space(p.m),
-                               _timer(settings))
-        store_config(cache_dir(settings), key, config)
-    fn, args = g.make_block_fp8_gemm(p, inputs, config)
-    fn(*args)
-    return bench(fn, settings, input_args=args)
+    return _time_tuned(settings, key, lambda c: g.make_block_fp8_gemm(p, inputs, c),
+                       lambda: g.config_space(p.m), g.check_config)
 
 
 def run_case(case: Case, settings: RunSettings) -> Measurement:
@@ -139,4 +132,4 @@ def run_case(case: Case, settings: RunSettings) -> Measurement:
     raise ValueError(f"routine={case.routine!r}: expected one of {', '.join(ROUTINES)}")
 
 
-__all__ = ["ACTIVATIONS", "ROUTINES", "cache_dir", "moe_problem", "run_case", "scheme_of"]
+__all__ = ["ROUTINES", "cache_dir", "moe_problem", "run_case", "scheme_of"]
