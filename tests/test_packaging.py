@@ -59,7 +59,7 @@ def test_skill_interview_covers_every_decision_with_defaults():
     for heading in ("Model", "TP and EP", "M sweep", "Preview", "doctor", "Plumbing run",
                     "Full run", "Report"):
         assert re.search(rf"^### \d+\. .*{heading}", body, re.M), heading
-    for preset in ("1 8 64 512", "1 4 16 32", "64 256 1024 4096", "M = B/EP"):
+    for preset in ("1 8 64 512", "1 4 16 32", "64 256 1024 4096", "M x EP/TP"):
         assert preset in body
     assert body.count("default") >= 5
     for caveat in ("no communication", "KV cache", "scheduling", "synthetic uniform routing"):

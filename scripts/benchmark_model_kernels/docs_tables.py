@@ -1,4 +1,4 @@
-"""Render the code tables (backends.py, padding.py) into references/*.md, so docs cannot drift.
+"""Render the code tables (backends.py, padding.py, dispatch.py) into references/*.md, so docs cannot drift.
 
 Each reference file holds hand-written prose plus generated blocks between
 `<!-- BEGIN GENERATED: <name> -->` and `<!-- END GENERATED: <name> -->`; a test checks that the
@@ -17,6 +17,7 @@ import sys
 from typing import Callable
 
 from .cases import backends as bk
+from .vllm_rules import dispatch as dp
 from .vllm_rules import padding as pd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,10 +37,22 @@ def _code(text: str) -> str:
 def render_backends() -> str:
     rows = []
     for s in bk.BACKENDS:
-        rows.append((s.kind, s.dtype, _code(s.routine), _code(s.backend), s.variant,
+        rows.append((s.kind, s.dtype, s.scheme, _code(s.routine), _code(s.backend), s.variant,
                      s.cc_text(), _code(s.quant) if s.quant else "no", s.source))
-    return _table(("kind", "dtype", "routine", "backend", "variant", "runs on",
+    return _table(("kind", "dtype", "FP8 scheme", "routine", "backend", "variant", "runs on",
                    "with_quant twin", "capability source"), rows)
+
+
+def render_vllm_defaults() -> str:
+    match = {"same": "the same kernel", "design": "vLLM's design, this tool's Triton code", "": "none"}
+    ep = {None: "any", True: "EP > 1", False: "no EP"}
+    rows = []
+    for r in dp.VLLM_DEFAULTS:
+        timed = (f"{_code(r.backend)} {_code(r.routine)}".strip() + f": {match[r.match]}"
+                 if r.match else f"none: {r.missing}")
+        rows.append((r.family, r.kind, r.recipe, r.scheme, ep[r.ep_only], r.kernel, timed))
+    return _table(("GPU", "kind", "recipe", "FP8 scheme", "parallel", "vLLM runs by default",
+                   "row that times it"), rows)
 
 
 def render_quant_formats() -> str:
@@ -77,6 +90,7 @@ BLOCKS: dict[str, dict[str, Callable[[], str]]] = {
     "backends.md": {"backends": render_backends, "quant_formats": render_quant_formats,
                     "shape_limits": render_shape_limits},
     "padding.md": {"pad_rules": render_pad_rules, "vllm_limits": render_vllm_limits},
+    "vllm_defaults.md": {"vllm_defaults": render_vllm_defaults},
 }
 
 

@@ -62,11 +62,11 @@ def flag(case: Case, name: str) -> str | None:
 
 def test_case_count_and_ids_for_small_plan():
     cases = build_cases(small_plan(), [1, 64])
-    # Per M: GEMM bf16 7 + fp8 (7 kernels with the triton block128 one, each with a twin) 14 +
-    # nvfp4 (4 + 4 twins) 8 = 29; MoE bf16 3 (triton, torch, cutlass) + fp8 (6 kernels: triton
-    # per_tensor/per_token/block128, torch, cutlass, trtllm, each with a twin) 12 + nvfp4
-    # (4 kernels, 3 twins) 7 = 22.
-    assert len(cases) == 2 * (29 + 22)
+    # Per M: GEMM bf16 7 + fp8 (8 kernels with the triton and FlashInfer block128 ones, each
+    # with a twin) 16 + nvfp4 (4 + 4 twins) 8 = 31; MoE bf16 3 (triton, torch, cutlass) + fp8
+    # (7 kernels: triton per_tensor/per_token/block128, torch, cutlass, trtllm per-tensor and
+    # block128, each with a twin) 14 + nvfp4 (4 kernels, 3 twins) 7 = 24.
+    assert len(cases) == 2 * (31 + 24)
     ids = [c.case_id for c in cases]
     assert len(set(ids)) == len(ids)
     assert ids[:8] == [
@@ -127,7 +127,8 @@ def test_twins_exactly_where_kernels_take_quantized_activations():
         ("trtllm_fp8_per_tensor_scale_moe", "fp8", ""), ("trtllm_fp4_block_scale_moe", "nvfp4", ""),
         ("cute_dsl_fp4_block_scale_moe", "nvfp4", ""),
         ("triton.block_fp8_mm", "fp8", "block128"), ("triton.fused_moe", "fp8", "per_tensor"),
-        ("triton.fused_moe", "fp8", "per_token"), ("triton.fused_moe", "fp8", "block128")}
+        ("triton.fused_moe", "fp8", "per_token"), ("triton.fused_moe", "fp8", "block128"),
+        ("gemm_fp8_nt_groupwise", "fp8", "block128"), ("trtllm_fp8_block_scale_moe", "fp8", "block128")}
     assert not any(c.with_quant for c in cases if c.dtype == "bf16")
     ids = by_id(cases)
     assert "moe.experts.m8.fp8.cutlass.q" in ids  # fp8 cutlass quantizes x outside the timed call
@@ -347,6 +348,56 @@ def test_uneven_ep():
     assert flag(trt3, "--local_expert_offset") == "8"
 
 
+@pytest.mark.parametrize("tp, ep, experts, per_m", [(1, 1, 128, 1), (4, 4, 32, 1), (1, 8, 16, 8),
+                                                     (2, 8, 16, 4), (1, 64, 2, 64)])
+def test_moe_runs_m_times_ep_over_tp_tokens(tp, ep, experts, per_m):
+    """M is the attention's tokens on this rank; the MoE layer runs the pairs of EP/TP data-parallel
+    ranks' tokens: every backend (driver argv, torch, triton) gets num_tokens = M * EP/TP."""
+    plan = replace(small_plan(experts=experts, global_experts=128, tokens_per_m=per_m), tp=tp, ep=ep)
+    for case in build_cases(plan, [1, 8, 64]):
+        if case.kind != "moe":
+            assert getattr(case.logical, "num_tokens", None) is None
+            continue
+        assert case.logical.num_tokens == case.physical.num_tokens == case.m * per_m
+        assert f".m{case.m}." in case.case_id  # ids keep the sweep's M
+        if case.driver_args:
+            assert flag(case, "--num_tokens") == str(case.m * per_m)
+
+
+def test_fp8_rows_carry_their_scheme():
+    cases = build_cases(small_plan(), [8], compute_capability=SM90)
+    for c in cases:
+        if c.dtype != "fp8":
+            assert c.scheme == ""
+            continue
+        want = {"torch._scaled_mm": c.variant, "torch._scaled_grouped_mm": "per_token"}.get(
+            c.routine)
+        if c.variant == "block128" or (c.backend == "triton" and c.kind == "moe"):
+            want = c.variant
+        assert c.scheme == (want or "per_tensor"), c.case_id
+
+
+def test_vllm_default_marks_on_hopper():
+    cases = by_id(build_cases(small_plan(), [8], compute_capability=SM90))
+    marked = {cid: c.vllm_default for cid, c in cases.items() if c.vllm_default}
+    # BF16 linear: F.linear on cuBLAS (torch.linear); BF16 MoE and per-token / block FP8 MoE:
+    # vLLM's Triton fused MoE (this tool's Triton code of its design).
+    assert marked["gemm.qkv_proj.m8.bf16.torch"] == "same"
+    assert marked["moe.experts.m8.bf16.triton"] == "design"
+    assert marked["moe.experts.m8.fp8.triton.per_token"] == "design"
+    assert marked["moe.experts.m8.fp8.triton.block128"] == "design"
+    assert "moe.experts.m8.bf16.torch" not in marked  # the composite is never vLLM's kernel
+    assert "moe.experts.m8.fp8.triton.per_tensor" not in marked  # FlashInfer CUTLASS is, on SM90
+    assert not any(c.vllm_default for c in build_cases(small_plan(), [8]))  # GPU unknown
+
+
+def test_block_fp8_moe_under_ep_is_not_triton_on_hopper():
+    plan = replace(small_plan(experts=16, global_experts=128, tokens_per_m=8), tp=1, ep=8)
+    cases = by_id(build_cases(plan, [8], compute_capability=SM90))
+    assert cases["moe.experts.m8.fp8.triton.block128"].vllm_default == ""
+    assert cases["moe.experts.m8.bf16.triton"].vllm_default == "design"
+
+
 # ---------------------------------------------------------------------------------------------
 # plan_from_shapes
 
@@ -357,7 +408,7 @@ def test_plan_from_shapes():
                                                                   ("b", 14336, 4096, 1)]
     assert plan.moe[0].layers == 1 and plan.ep == 1
     assert Plan.from_json(plan.to_json()) == plan
-    assert len(build_cases(plan, [1])) == 2 * 29 + 22
+    assert len(build_cases(plan, [1])) == 2 * 31 + 24
     ep_plan = plan_from_shapes([], moe_entry(experts=32, global_experts=256))
     assert ep_plan.ep == 8 and ep_plan.gemms == ()
 

@@ -36,6 +36,9 @@ H200_GREEN = {
     "stack": {"cuda_runtime": "13.0", "cuda_runtime_wheel": None, "nvidia_cuda_cupti": "13.0.85",
               "cupti_python": "13.0.1"},
     "timer_probe": {"timer": "cupti", "median_us": 6.1, "warning": None, "error": None},
+    # The bundle installs cuda-tile 1.7.0 but no tileiras: its cutile rows failed on the compiler.
+    "tileiras": {"tileiras": None, "found_in": None, "cuda_tile": "1.7.0",
+                 "cuda_tile_importable": True},
 }
 
 FALLBACK_WARNING = ("CUPTI is not installed. Try 'pip install -U cupti-python'. Falling back to "
@@ -192,13 +195,140 @@ def test_check_env_settings():
                                            "major.minor)")
 
 
+TILEIRAS_MISSING = ("tileiras compiler not found (nvidia-cuda-tileiras wheel, PATH, $CUDA_HOME/bin, "
+                    "/usr/local/cuda*/bin)")
+TILEIRAS_FIX = ("pip install cuda-tile[tileiras] (or a CUDA Toolkit 13.1+ with tileiras on PATH or in "
+                "$CUDA_HOME/bin)")
+
+
+def test_h200_without_tileiras_warns_naming_cutile_and_the_install():
+    checks = checks_of(H200_GREEN)
+    tileiras = by_name(checks)["tileiras"]
+    assert tileiras == d.Check("tileiras", None, f"{TILEIRAS_MISSING}: the cutile backend (mm_bf16) "
+                               "needs it, so its rows fail as set-up", TILEIRAS_FIX)
+    assert d.ready(checks)
+    assert ("[warn] tileiras: tileiras compiler not found" in d.format_checks(checks)
+            and f"fix: {TILEIRAS_FIX}" in d.format_checks(checks))
+
+
+def test_without_tileiras_a_cutile_run_is_not_ready():
+    checks = d.run_checks(H200_GREEN, backends=["cudnn", "cutile"])
+    tileiras = by_name(checks)["tileiras"]
+    assert tileiras.ok is False and "the requested cutile backend (mm_bf16) needs it" in tileiras.detail
+    assert d.verdict_line(checks) == ("NOT READY: 1 check(s) failed (tileiras); fix them and run "
+                                      "the doctor again.")
+    assert by_name(d.run_checks(H200_GREEN, backends=["cudnn"]))["tileiras"].ok is None
+
+
+def test_check_tileiras_verdicts():
+    found = {"tileiras": "/opt/cu13/bin/tileiras", "found_in": "the nvidia-cuda-tileiras wheel",
+             "cuda_tile": "1.7.0", "cuda_tile_importable": True}
+    ok = d.check_tileiras(found, ["cutile"])
+    assert ok == d.Check("tileiras", True, "tileiras at /opt/cu13/bin/tileiras (from the "
+                         "nvidia-cuda-tileiras wheel), cuda-tile 1.7.0: cutile can compile")
+    no_module = d.check_tileiras({**found, "cuda_tile": None, "cuda_tile_importable": False})
+    assert no_module.ok is None and no_module.detail.startswith(
+        "cuda-tile package not importable (module cuda.tile): the cutile backend")
+    neither = d.check_tileiras({}, ["cutile"])
+    assert neither.ok is False and neither.detail.startswith(
+        f"{TILEIRAS_MISSING} and cuda-tile package not importable") and "needs them" in neither.detail
+
+
+# ---------------------------------------------------------------- the tileiras probe
+
+
+def _executable(folder, name="tileiras"):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def bare_tileiras_search(monkeypatch, tmp_path):
+    """No wheel, no CUDA_HOME, no default toolkit, an empty PATH, no cuda.tile module."""
+    from benchmark_model_kernels.env import gpu
+
+    real_find_spec = gpu.importlib.util.find_spec
+    modules: dict[str, object] = {}
+
+    def find_spec(name, *args):
+        if name in ("nvidia.cu13", "cuda.tile"):
+            return modules.get(name)
+        return real_find_spec(name, *args)
+
+    monkeypatch.setattr(gpu.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(gpu, "default_toolkit_bins", lambda: [])
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    return gpu, modules
+
+
+def test_tileiras_probe_finds_nothing_on_a_bare_machine(bare_tileiras_search):
+    gpu, _ = bare_tileiras_search
+    info = gpu.tileiras_info()
+    assert (info["tileiras"], info["found_in"], info["cuda_tile_importable"]) == (None, None, False)
+    assert d.check_tileiras(info).ok is None
+
+
+def test_tileiras_probe_on_path(bare_tileiras_search, monkeypatch, tmp_path):
+    gpu, _ = bare_tileiras_search
+    binary = _executable(tmp_path / "bin")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    info = gpu.tileiras_info()
+    assert (info["tileiras"], info["found_in"]) == (binary, "PATH")
+
+
+def test_tileiras_probe_in_cuda_home(bare_tileiras_search, monkeypatch, tmp_path):
+    gpu, _ = bare_tileiras_search
+    binary = _executable(tmp_path / "cuda-13.1" / "bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda-13.1"))
+    info = gpu.tileiras_info()
+    assert (info["tileiras"], info["found_in"]) == (binary, "$CUDA_HOME/bin")
+
+
+def test_tileiras_probe_from_the_cuda_tile_wheels(bare_tileiras_search, tmp_path):
+    import importlib.machinery
+
+    gpu, modules = bare_tileiras_search
+    binary = _executable(tmp_path / "site" / "nvidia" / "cu13" / "bin")
+    wheel = importlib.machinery.ModuleSpec("nvidia.cu13", None, is_package=True)
+    wheel.submodule_search_locations = [str(tmp_path / "site" / "nvidia" / "cu13")]
+    modules["nvidia.cu13"] = wheel
+    modules["cuda.tile"] = importlib.machinery.ModuleSpec("cuda.tile", None)
+    info = gpu.tileiras_info()
+    assert (info["tileiras"], info["found_in"]) == (binary, "the nvidia-cuda-tileiras wheel")
+    assert info["cuda_tile_importable"] is True
+    assert d.check_tileiras(info, ["cutile"]).ok is True
+
+
+def test_tileiras_probe_when_which_finds_nothing(bare_tileiras_search, monkeypatch, tmp_path):
+    gpu, _ = bare_tileiras_search
+    _executable(tmp_path / "bin")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr(gpu.shutil, "which", lambda name, path=None: None)
+    assert gpu.tileiras_info()["tileiras"] is None
+
+
+def test_module_probe_survives_a_missing_parent_package(monkeypatch):
+    from benchmark_model_kernels.env import gpu
+
+    def no_parent(name, *args):
+        raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}")
+
+    monkeypatch.setattr(gpu.importlib.util, "find_spec", no_parent)
+    assert gpu.tileiras_info()["cuda_tile_importable"] is False
+
+
 def test_cpu_only_probes_give_only_machine_independent_checks():
     probes = with_(H200_GREEN, gpu={"name": None, "error": "NVMLError_DriverNotLoaded"},
                    torch_cuda=None, stack=None, timer_probe=None)
     checks = checks_of(probes)
     names = [c.name for c in checks]
     assert names == ["gpu", "flashinfer_wheel", "flashinfer_checkout", "flashinfer_version_match",
-                     "nvcc", "no_download"]
+                     "nvcc", "tileiras", "no_download"]
     assert d.verdict_line(checks).startswith("NOT READY: no NVIDIA GPU/driver found (NVML: "
                                              "NVMLError_DriverNotLoaded)")
 
@@ -255,10 +385,16 @@ def test_cli_bad_gpu_index_is_a_usage_error(capsys):
     assert err.strip() == "error: --gpu=-1: must be a CUDA device index >= 0, e.g. --gpu 0"
 
 
+def test_cli_unknown_backend_is_a_usage_error(capsys):
+    assert d.main(["--backends", "cutile", "cuitle"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --backends=cuitle: choose from ") and "cutile" in err
+
+
 def test_cli_rejects_abbreviations_and_documents_every_flag():
     r = _cli("--flashinfer", "x")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: --flashinfer=") and "did you mean --flashinfer_repo?" in r.stderr
     help_text = _cli("--help").stdout
-    for flag in ("--flashinfer_repo", "--gpu", "--json", "exit status"):
+    for flag in ("--flashinfer_repo", "--gpu", "--backends", "--json", "exit status"):
         assert flag in help_text

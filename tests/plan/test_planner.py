@@ -182,3 +182,22 @@ def test_required_bundled_models_present():
 def test_plan_json_round_trip():
     p = plan_of("deepseek-v3", 8, 8)
     assert Plan.from_json(p.to_json()) == p
+
+
+def test_planned_ep_layouts_carry_the_token_factor():
+    for (tp, ep), per_m in {(1, 1): 1, (4, 1): 1, (4, 4): 1, (1, 8): 8, (2, 8): 4}.items():
+        plan = plan_of("qwen3-30b-a3b", tp, ep)
+        assert [e.tokens_per_m for e in plan.moe] == [per_m]
+        again = Plan.from_json(plan.to_json())
+        assert again == plan
+        old = plan.to_dict()
+        for e in old["moe"]:
+            del e["tokens_per_m"]  # a plan JSON written before the field gets the same rule
+        assert Plan.from_dict(old) == plan
+
+
+def test_checkpoint_fp8_scheme_is_recorded():
+    assert plan_of("deepseek-v3", 8, 8).model.fp8_scheme == "block128"
+    plan = plan_of("qwen3-30b-a3b", 1, 1)
+    assert plan.model.fp8_scheme == "per_tensor"
+    assert "online" in plan.model.fp8_scheme_source

@@ -38,3 +38,47 @@ def row(**kw) -> Row:
                 backend="cudnn", routine="bmm_fp8", variant="", with_quant=False)
     base.update(kw)
     return Row(**base)
+
+
+def gemm_row(name: str, m: int, dtype: str, backend: str, routine: str, us: float | None,
+             variant: str = "", with_quant: bool = False, **kw) -> dict:
+    """A results.json row dict of a GEMM (status ok when `us` is given). Keys left out of `kw`
+    stay out of the dict, as in results written before they existed."""
+    d = dict(case_id=f"gemm.{name}.m{m}.{dtype}.{backend}.{variant}{'.q' if with_quant else ''}",
+             kind="gemm", name=name, modules=name, layers=kw.pop("layers", 2), m=m, dtype=dtype,
+             backend=backend, routine=routine, variant=variant, with_quant=with_quant, n=64, k=32,
+             status="ok" if us is not None else "failed", median_us=us, timer="cupti")
+    d.update(kw)
+    return d
+
+
+def moe_row(m: int, dtype: str, backend: str, routine: str, us: float | None, variant: str = "",
+            with_quant: bool = False, **kw) -> dict:
+    """A results.json row dict of the "experts" MoE entry (see gemm_row)."""
+    d = dict(case_id=f"moe.experts.m{m}.{dtype}.{backend}.{variant}{'.q' if with_quant else ''}",
+             kind="moe", name="experts", modules="experts", layers=2, m=m, dtype=dtype,
+             backend=backend, routine=routine, variant=variant, with_quant=with_quant, hidden=64,
+             intermediate=128, experts=8, global_experts=8, top_k=2,
+             status="ok" if us is not None else "failed", median_us=us, timer="cupti")
+    d.update(kw)
+    return d
+
+
+def results_of(rows: list[dict], tp: int = 1, ep: int = 1, cc: str | None = "9.0",
+               gemms: tuple[str, ...] = ("qkv_proj", "router"), moe: bool = True,
+               model: dict | None = None, tokens_per_m: int | None = None) -> dict:
+    """A results.json dict around `rows`: a plan of `gemms` (N=64 K=32, x2) and one MoE entry,
+    on an H200 (compute capability `cc`; None records none). tokens_per_m=None leaves the key
+    out of the MoE entry, as plans written before it did."""
+    entry = dict(name="experts", modules=["experts"], hidden=64, intermediate=128, experts=8,
+                 global_experts=8, top_k=2, activation="Swiglu", routing={"method": "renormalize"},
+                 layers=2)
+    if tokens_per_m is not None:
+        entry["tokens_per_m"] = tokens_per_m
+    plan = dict(schema_version=1, tp=tp, ep=ep,
+                model=model or dict(name="hand-made", source="test", model_type="t", architecture="T"),
+                gemms=[dict(name=g, modules=[g], n=64, k=32, layers=2, parallel="column") for g in gemms],
+                moe=[entry] if moe else [], unsupported=[])
+    gpu = {"name": "NVIDIA H200"} | ({"compute_capability": cc} if cc else {})
+    return dict(schema_version=1, command=["scripts/benchmark_model.py", "hand-made"],
+                environment={"gpu": gpu, "warnings": []}, settings={}, plan=plan, rows=rows)

@@ -9,7 +9,18 @@ from helpers_report import H200_QWEN, entry, fixture
 
 from benchmark_model_kernels.plan.schema import Plan
 from benchmark_model_kernels.report import analysis
-from benchmark_model_kernels.report.analysis import ATTN, BASELINE, KERNEL, LM_HEAD, MLP, MOE, QUANT, ROUTER, Analysis
+from benchmark_model_kernels.report.analysis import (
+    ATTN,
+    BASELINE,
+    KERNEL,
+    LM_HEAD,
+    MLP,
+    MOE,
+    QUANT,
+    ROUTER,
+    VLLM,
+    Analysis,
+)
 from benchmark_model_kernels.run.results import load_results, rows_of
 
 # --------------------------------------------------------------------------- cells
@@ -31,19 +42,19 @@ def test_with_quant_basis_never_borrows_the_kernel_only_number(tiny):
     qkv = entry(tiny, "qkv_proj")
     # FP8 M=1: cudnn kernel 5 / +quant 7; cublas kernel 4 / +quant FAILED.
     # +quant basis best: cudnn 7 -- NOT cublas 4 (its quantized-input cost is unknown).
-    c = tiny.cell(qkv, 1, "fp8", QUANT)
+    c = tiny.cell(qkv, 1, "fp8.per_tensor", QUANT)
     assert (c.us, c.backend, c.row.with_quant) == (7.0, "cudnn", True)
     # Kernel-only best: cublas 4.
-    k = tiny.cell(qkv, 1, "fp8", KERNEL)
+    k = tiny.cell(qkv, 1, "fp8.per_tensor", KERNEL)
     assert (k.us, k.backend, k.row.with_quant) == (4.0, "cublas", False)
 
 
 def test_speedups(tiny):
     qkv, down = entry(tiny, "qkv_proj"), entry(tiny, "down_proj")
-    assert analysis.speedup(tiny.baseline(qkv, 1), tiny.cell(qkv, 1, "fp8", QUANT)) == pytest.approx(10 / 7)
-    assert analysis.speedup(tiny.baseline(qkv, 1), tiny.cell(qkv, 1, "fp8", KERNEL)) == pytest.approx(2.5)
+    assert analysis.speedup(tiny.baseline(qkv, 1), tiny.cell(qkv, 1, "fp8.per_tensor", QUANT)) == pytest.approx(10 / 7)
+    assert analysis.speedup(tiny.baseline(qkv, 1), tiny.cell(qkv, 1, "fp8.per_tensor", KERNEL)) == pytest.approx(2.5)
     # baseline cudnn 6 (torch failed) vs FP8 +quant 7: a slow-down, reported as such.
-    assert analysis.speedup(tiny.baseline(down, 1), tiny.cell(down, 1, "fp8", QUANT)) == pytest.approx(6 / 7)
+    assert analysis.speedup(tiny.baseline(down, 1), tiny.cell(down, 1, "fp8.per_tensor", QUANT)) == pytest.approx(6 / 7)
     # no number on either side -> no speed-up (never 0 or inf)
     assert analysis.speedup(tiny.baseline(qkv, 1), tiny.cell(qkv, 1, "nvfp4")) is None
 
@@ -52,7 +63,7 @@ def test_missing_cells_say_why(tiny):
     qkv, lm, experts = entry(tiny, "qkv_proj"), entry(tiny, "lm_head"), entry(tiny, "experts")
     c = tiny.cell(qkv, 1, "nvfp4")
     assert (c.us, c.status) == (None, "unsupported") and "SM100" in c.reason
-    assert tiny.cell(lm, 1, "fp8").status == "not measured"
+    assert tiny.cell(lm, 1, "fp8.per_tensor").status == "not measured"
     assert tiny.cell(experts, 1, "bf16").status == "unsupported"
     assert tiny.cell(experts, 16, "bf16").us == 50.0
 
@@ -85,17 +96,17 @@ def test_rollup_incomplete_is_a_partial_sum_never_zero_filled(tiny):
     assert tiny.rollup(BASELINE, 1).total_us == pytest.approx(66.0)
     # FP8 +quant M=1: qkv 7*2 + down 7*2 = 28, plus lm_head 30 and router 2*2 at their BF16 baseline
     # time (vLLM keeps them unquantized) = 62; experts were not measured in FP8 -> missing
-    f = tiny.rollup("fp8", 1, QUANT)
+    f = tiny.rollup("fp8.per_tensor", 1, QUANT)
     assert f.total_us == pytest.approx(62.0)
     assert set(f.missing) == {"experts"}
     assert f.by_kind["lm_head"] == pytest.approx(30.0) and f.by_kind["router"] == pytest.approx(4.0)
     # FP8 kernel-only M=16: qkv 9*2 + down 13*2 = 44, + lm_head 40 + router 2*2 (BF16) = 88
-    assert tiny.rollup("fp8", 16, KERNEL).total_us == pytest.approx(88.0)
+    assert tiny.rollup("fp8.per_tensor", 16, KERNEL).total_us == pytest.approx(88.0)
 
 
 def test_rollup_is_computed_once_per_recipe_basis_and_m(tiny):
-    assert tiny.rollup("fp8", 16, KERNEL) is tiny.rollup("fp8", 16, KERNEL)
-    assert tiny.rollup("fp8", 16, KERNEL) is not tiny.rollup("fp8", 16, QUANT)
+    assert tiny.rollup("fp8.per_tensor", 16, KERNEL) is tiny.rollup("fp8.per_tensor", 16, KERNEL)
+    assert tiny.rollup("fp8.per_tensor", 16, KERNEL) is not tiny.rollup("fp8.per_tensor", 16, QUANT)
 
 
 # --------------------------------------------------------------------------- crossovers
@@ -103,13 +114,13 @@ def test_rollup_is_computed_once_per_recipe_basis_and_m(tiny):
 
 def test_crossovers_from_fixture(tiny):
     qkv, down, lm = entry(tiny, "qkv_proj"), entry(tiny, "down_proj"), entry(tiny, "lm_head")
-    assert tiny.crossover(qkv, "fp8", QUANT).text() == "M=1"
+    assert tiny.crossover(qkv, "fp8.per_tensor", QUANT).text() == "M=1"
     # down_proj +quant: 7 vs baseline 6 at M=1 (loses), 15 vs 20 at M=16 (wins)
-    x = tiny.crossover(down, "fp8", QUANT)
+    x = tiny.crossover(down, "fp8.per_tensor", QUANT)
     assert (x.first_win, x.wins, x.compared) == (16, (16,), (1, 16))
     # kernel only: 5 vs 6 at M=1 already wins
-    assert tiny.crossover(down, "fp8", KERNEL).first_win == 1
-    assert tiny.crossover(lm, "fp8").text() == "no data"
+    assert tiny.crossover(down, "fp8.per_tensor", KERNEL).first_win == 1
+    assert tiny.crossover(lm, "fp8.per_tensor").text() == "no data"
     assert tiny.crossover(qkv, "nvfp4").text() == "no data"
 
 
@@ -170,28 +181,34 @@ def test_rows_of_fixture_round_trip():
 # --------------------------------------------------------------------------- summary
 
 
-def test_summary_ranks_only_complete_totals_and_prefers_the_baseline_on_a_tie(tiny):
-    v1, v16 = analysis.summary_verdicts(tiny)
+def test_summary_ranks_only_complete_totals_and_prefers_bf16_on_a_tie(tiny):
+    # The BF16 vLLM default misses experts (vLLM's Triton MoE: no triton row) and down_proj at M=1
+    # (its torch row failed), so the speed-ups divide the BF16 baseline.
+    assert analysis.summary_reference(tiny) == (BASELINE, QUANT, "BF16 baseline (torch where it ran)")
+    v1, v16 = analysis.summary_verdicts(tiny, QUANT)
     # M=1: experts have no number in any recipe -> no total is complete, nothing is ranked
-    assert v1.m == 1 and v1.fastest == "" and v1.speedup is None and len(v1.not_ranked) == 3
-    # M=16: baseline 208 == BF16 best 208 (see the roll-up test); FP8 misses experts -> not ranked
-    assert dict(v16.totals) == {"BF16 baseline (torch where it ran)": pytest.approx(208.0),
-                                "BF16 best": pytest.approx(208.0), "FP8 best +quant": None}
-    assert v16.fastest.startswith("BF16 baseline") and v16.speedup == pytest.approx(1.0)
-    assert v16.not_ranked == ("FP8 best +quant",)
-    # kernel-only is not a candidate when +quant rows exist (vLLM pays the quantization)
-    assert [t for *_, t in analysis.summary_candidates(tiny)] == [
-        "BF16 baseline (torch where it ran)", "BF16 best", "FP8 best +quant"]
+    assert v1.m == 1 and v1.fastest == "" and v1.speedup is None and len(v1.not_ranked) == 2
+    # M=16: BF16 best 208 == baseline 208 (see the roll-up test); FP8 per-tensor misses experts
+    assert dict(v16.totals) == {"bf16": pytest.approx(208.0), "fp8.per_tensor": None}
+    assert v16.fastest == "bf16" and v16.speedup == pytest.approx(1.0)
+    assert v16.not_ranked == ("fp8.per_tensor",)
+    # kernel-only is not a candidate (vLLM pays the quantization); NVFP4 has no number: no line
+    assert [t for *_, t in analysis.summary_candidates(tiny, QUANT)] == [
+        "BF16 best measured", "FP8 per-tensor (checkpoint scheme) best measured"]
+    # on the vLLM-default basis nothing is complete: the FP8 GEMMs run vLLM's own CUTLASS kernel
+    assert all(v.fastest == "" for v in analysis.summary_verdicts(tiny, VLLM))
 
 
 def test_summary_answers_fp8_vs_bf16_for_the_real_h200_qwen_run():
-    # examples/h200: real H200 rows. The verdict must agree with that report's roll-up totals:
-    # M=1 FP8 +quant 6,078 us > BF16 best 5,530 us; from M=8 on FP8 +quant is fastest.
+    # examples/h200: real H200 rows. FP8 per-tensor has no MoE number there (the torch MoE row
+    # takes per-token scales), so its total is incomplete and never ranked: the schemes are not
+    # mixed into one "FP8" total. M=1 BF16 best 5,530 us < FP8 per-token 6,573 us; from M=8 on
+    # FP8 per-token is fastest.
     a = Analysis(load_results(H200_QWEN), H200_QWEN)
-    verdicts = {v.m: v for v in analysis.summary_verdicts(a)}
-    assert verdicts[1].fastest == "BF16 best"
+    verdicts = {v.m: v for v in analysis.summary_verdicts(a, QUANT)}
+    assert verdicts[1].fastest == "bf16"
     for m in (8, 64, 512):
         v = verdicts[m]
-        assert v.fastest == "FP8 best +quant"
-        assert v.speedup == pytest.approx(a.rollup(BASELINE, m).total_us / a.rollup("fp8", m).total_us)
+        assert v.fastest == "fp8.per_token" and "fp8.per_tensor" in v.not_ranked
+        assert v.speedup == pytest.approx(a.rollup(BASELINE, m).total_us / a.rollup("fp8.per_token", m).total_us)
         assert v.speedup > 1.1

@@ -19,9 +19,13 @@ def test_reference_doc_carries_the_module_kind_table():
 
 
 def test_summary_lines_rank_only_complete_totals(tiny):
-    # the totals behind these lines: test_analysis.py's summary test
+    # the totals behind these lines: test_analysis.py's summary test (rows = lines, columns = M)
     text = "\n".join(markdown.summary_lines(tiny))
-    assert "| 16 | 208 | 208 (1.00x) | incomplete | BF16 baseline |" in text
+    assert "| recipe | M=1 | M=16 |" in text
+    assert "| BF16 best measured | incomplete | 208 (1.00x) |" in text
+    assert ("| **fastest, best measured** | no complete total | **BF16** (1.00x) (only complete total) |"
+            in text)  # FP8 is incomplete at M=16: BF16 won nothing
+    assert "| **fastest, vLLM default** | no complete total | no complete total |" in text
     assert "NVFP4: no number on this GPU (e.g. mm_fp4 cutlass needs SM100+" in text
     assert "**2 rows failed**" in text
 
@@ -33,9 +37,9 @@ def test_fmt_us_keeps_about_three_digits(us, text):
 
 def test_real_h200_section_puts_the_answer_first():
     a = Analysis(load_results(H200_QWEN), H200_QWEN)
-    verdicts = {v.m: v for v in analysis.summary_verdicts(a)}
+    verdicts = {v.m: v for v in analysis.summary_verdicts(a, analysis.QUANT)}
     written = markdown.workdir_section(a, [])
     assert written.index("## Summary") < written.index("## Warnings")  # the answer comes first
-    assert f"**FP8 best +quant** ({markdown.fmt_x(verdicts[8].speedup)} vs baseline)" in "\n".join(written)
+    assert f"**FP8 per-token** ({markdown.fmt_x(verdicts[8].speedup)})" in "\n".join(written)
     # router and lm_head stay BF16 under FP8 in vLLM: said so, not "not measured"
     assert any(line.startswith("| router (N=128 K=2048) x48 | BF16 (kept by vLLM) |") for line in written)

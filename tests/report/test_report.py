@@ -34,7 +34,8 @@ def test_write_report_single_workdir(tmp_path):
     assert "7.00 cudnn (1.43x)" in text            # FP8 +quant qkv M=1
     assert "4.00 cublas (2.50x)" in text           # FP8 kernel-only qkv M=1
     assert "7.00 cudnn (0.86x vs cudnn bf16)" in text  # baseline named when torch has no number
-    assert "8.00 cudnn (torch 10.0)" in text       # BF16 best with the baseline beside it
+    assert "8.00 cudnn; vLLM default torch 10.0" in text  # BF16 best with vLLM's default beside it
+    assert "12.0 torch [vLLM]" in text             # ...and marked where vLLM's default wins
     assert "not measured" in text and "unsupported" in text
     assert "Not in the roll-up: NVFP4" in text
     assert "padded: K 48->64 (fp8 cudnn)" in text
@@ -72,7 +73,7 @@ def test_comparison_report(tmp_path):
     for n in (1, 2):
         for fig in ("time_vs_m", "roofline", "rollup"):
             assert os.path.isfile(tmp_path / "runs" / f"fig_{n}_llama-3.1-8b_TP_{n}_EP_1_{fig}.png")
-    assert "lm_head fp8 cublas at M=1" in text and "CUBLAS_STATUS_NOT_SUPPORTED" in text
+    assert "lm_head FP8 per-tensor cublas at M=1" in text and "CUBLAS_STATUS_NOT_SUPPORTED" in text
 
 
 @pytest.mark.parametrize("name", ["empty", "all_failed"])
@@ -83,7 +84,7 @@ def test_empty_and_all_failed_do_not_crash(tmp_path, name):
         assert "results.json has no rows" in text
     else:
         assert "no row has a number" in text and "4 of 4 rows FAILED" in text
-        assert "driver exited with code 1" in text and "qkv_proj bf16 torch at M=1,8" in text
+        assert "driver exited with code 1" in text and "qkv_proj BF16 torch at M=1,8" in text
         assert "no number (all 1 modules missing)" in text
         assert not [f for f in os.listdir(wd) if f.endswith(".png")]
 

@@ -213,9 +213,157 @@ def test_only_the_untuned_retry_decides_the_outcome():
            "FileNotFoundError: 'tileiras' compiler not found\n"
            "[ERROR] No backends passed validation. Exiting.\n")
     out = classify_driver_case(log, [], WorkerReply({"autotune_dropped": True}), S, "cutile")
-    assert out == Outcome("unsupported", "[INFO] cutile backend does not support this configuration: "
-                          "ValueError: No valid config found in search space. "
-                          "FileNotFoundError: 'tileiras' compiler not found")
+    assert out == Outcome("failed", f"{CUTILE_SETUP}; driver said: [INFO] cutile backend does not "
+                          "support this configuration: ValueError: No valid config found in search "
+                          "space. FileNotFoundError: 'tileiras' compiler not found")
+
+
+# ------------------------------------------------- a missing compiler or package is a set-up problem
+CUTILE_SETUP = ("set-up: cutile needs the tileiras compiler (pip install cuda-tile[tileiras], or "
+                "CUDA Toolkit 13.1+ on PATH)")
+#: The cutile probe as the driver printed it on the H200 (examples/h200/qwen3-30b-a3b_tp1/driver.log).
+H200_CUTILE_LOG = (
+    "[INFO] FlashInfer version: 0.6.17\n"
+    "[INFO] cutile backend does not support this configuration: ValueError: No valid config found "
+    "in search space.\n"
+    "Config: namespace(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, num_ctas=1, "
+    "occupancy=1, EPILOGUE_SUBTILE=0)\n"
+    "FileNotFoundError: 'tileiras' compiler not found, make sure it is available as a python "
+    "package via `pip install cuda-tile[tileiras]` or available in $PATH or $CUDA_HOME/bin via "
+    "system CTK (13.1+) installation.\n"
+    "[ERROR] No backends passed validation. Exiting.\n"
+)
+
+
+def test_h200_cutile_without_tileiras_is_a_failed_set_up_with_the_fix():
+    out = classify_driver_case(H200_CUTILE_LOG, [], WorkerReply({}), S, "cutile")
+    assert out.status == "failed" and out.median_us is None
+    assert out.reason == (
+        f"{CUTILE_SETUP}; driver said: [INFO] cutile backend does not support this configuration: "
+        "ValueError: No valid config found in search space. Config: namespace(BLOCK_M=128, "
+        "BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, num_ctas=1, occupancy=1, EPILOGUE_SUBTILE=0) "
+        "FileNotFoundError: 'tileiras' compiler not found, make sure it is available as a python "
+        "package via `pip install cuda-tile[tileiras]` or available in $PATH or $CUDA_HOME/bin via "
+        "system CTK (13.1+) installation.")
+
+
+def test_missing_optional_module_is_a_failed_set_up_naming_the_package():
+    log = ("[INFO] cute-dsl backend does not support this configuration: ModuleNotFoundError: "
+           "No module named 'cutlass'\n[ERROR] No backends passed validation. Exiting.\n")
+    out = classify_driver_case(log, [], WorkerReply({}), S, "cute-dsl")
+    assert out.status == "failed"
+    assert out.reason.startswith("set-up: cute-dsl needs the nvidia-cutlass-dsl package (module "
+                                 "cutlass) (pip install 'nvidia-cutlass-dsl[cu13]' (CUDA 13) or "
+                                 "nvidia-cutlass-dsl (CUDA 12)); driver said: [INFO] cute-dsl")
+
+
+def test_genuine_limits_stay_unsupported_beside_the_set_up_rows():
+    capability = ("[INFO] cudnn backend does not support this configuration: BackendSupportedError: "
+                  "mm_fp4 does not support backend 'cudnn' with capability 90\n"
+                  "[ERROR] No backends passed validation. Exiting.\n")
+    out = classify_driver_case(capability, [], WorkerReply({}), S, "cudnn")
+    assert out == Outcome("unsupported", "[INFO] cudnn backend does not support this configuration: "
+                          "BackendSupportedError: mm_fp4 does not support backend 'cudnn' with "
+                          "capability 90")
+    for statement in out.reason.split("; "):
+        assert outcome.setup_problem(statement, "cudnn") == ""
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("FileNotFoundError: 'tileiras' compiler not found", CUTILE_SETUP),
+    ("ModuleNotFoundError: No module named 'cuda.tile'",
+     "set-up: cutile needs the cuda-tile package (module cuda.tile) (pip install cuda-tile[tileiras])"),
+    ("ImportError: No module named 'nvshmem.core'",
+     "set-up: cutile needs the Python module nvshmem (pip install the package that provides it "
+     "(FlashInfer's requirements.txt lists the optional ones))"),
+    ("RuntimeError: 'ptxas' compiler not found",
+     "set-up: cutile needs the ptxas compiler (install it and put it on PATH)"),
+    ("ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory",
+     "set-up: cutile needs the shared library libcudnn.so.9 (install the package that ships it, or "
+     "add its folder to LD_LIBRARY_PATH)"),
+    ("BackendSupportedError: mm_bf16 does not support backend 'cutile' with capability 80", ""),
+])
+def test_setup_problem_table(text, expected):
+    assert outcome.setup_problem(text, "cutile") == expected
+
+
+def test_driver_exception_naming_a_missing_module_leads_with_the_set_up_problem():
+    log = ("[ERROR] Error running test: --routine mm_bf16 ...\n"
+           "[ERROR] Error: No module named 'cutlass'\nTraceback ...\n")
+    reply = WorkerReply({"exception": "ModuleNotFoundError: No module named 'cutlass'"})
+    out = classify_driver_case(log, [], reply, S, "cute-dsl")
+    assert out.status == "failed"
+    assert out.reason.startswith("set-up: cute-dsl needs the nvidia-cutlass-dsl package")
+    assert out.reason.endswith("; driver said: [ERROR] Error: No module named 'cutlass' "
+                               "(ModuleNotFoundError)")
+
+
+def test_python_case_exception_naming_a_missing_module_leads_with_the_set_up_problem():
+    reply = WorkerReply({"exception": "ModuleNotFoundError: No module named 'triton'"})
+    out = classify_python_case("", reply, S)
+    assert out == Outcome("failed", "set-up: the case needs the Python module triton (pip install "
+                          "the package that provides it (FlashInfer's requirements.txt lists the "
+                          "optional ones)); error: ModuleNotFoundError: No module named 'triton'")
+
+
+# ------------------------------------------------------ measurement notes reach the ok row's reason
+TRITON_TILES = "tiles searched over 48 configs: 64,128,64,8,4,3"
+MOE_NOTE = ("no (token, expert) pair of the seeded routing reached this rank's 32 of 128 experts "
+            "at M=1, top_k=8: timed the permutation and zeroed output only")
+FALLBACK_NOTE = ("CUPTI is not installed. Try 'pip install -U cupti-python'. Falling back to CUDA "
+                 "events for benchmarking.")
+
+
+def _measured(note, timer="cupti"):
+    return {"median_us": 12.0, "std_us": 0.5, "timer": timer, "note": note}
+
+
+def test_measurement_note_is_the_ok_rows_reason():
+    out = classify_python_case("", WorkerReply({"measurement": _measured(TRITON_TILES)}), S)
+    assert out == Outcome("ok", TRITON_TILES, 12.0, 0.5, "cupti")
+
+
+def test_measurement_note_follows_the_caveat():
+    reply = WorkerReply({"measurement": _measured(MOE_NOTE), "poisoned": "CUDA error: x"})
+    out = classify_python_case("", reply, S)
+    assert out.status == "ok" and out.reason == f"CUDA error after timing: CUDA error: x; {MOE_NOTE}"
+
+
+def test_fallback_warning_in_the_note_is_timer_evidence_not_a_remark():
+    note = f"{TRITON_TILES}; {FALLBACK_NOTE}"
+    failed = classify_python_case("", WorkerReply({"measurement": _measured(note, "cuda_graph")}), S)
+    assert failed.status == "failed" and failed.timer == "cuda_graph"
+    assert f"not comparable): {FALLBACK_NOTE}; install cupti-python" in failed.reason
+    assert "tiles" not in failed.reason
+    allowed = RunSettings(allow_cuda_events=True)
+    ok = classify_python_case("", WorkerReply({"measurement": _measured(note, "cuda_graph")}), allowed)
+    assert ok.status == "ok" and ok.reason == (
+        f"{TRITON_TILES}; timed with cuda_graph, not CUPTI (--allow_cuda_events)")
+
+
+def test_a_remark_is_never_quoted_as_timer_evidence():
+    reply = WorkerReply({"measurement": _measured(TRITON_TILES, "cuda_events")})
+    out = classify_python_case("", reply, S)
+    assert out.status == "failed"
+    assert "not comparable): the backend reported timer 'cuda_events'; install" in out.reason
+
+
+def test_split_measurement_note():
+    assert outcome.split_measurement_note("") == ("", "")
+    assert outcome.split_measurement_note(f"{MOE_NOTE}; {FALLBACK_NOTE}") == (MOE_NOTE, FALLBACK_NOTE)
+    assert outcome.split_measurement_note(FALLBACK_NOTE) == ("", FALLBACK_NOTE)
+
+
+def test_worker_answers_exactly_the_measurement_keys(monkeypatch):
+    from benchmark_model_kernels.run import worker
+    from benchmark_model_kernels.run.timing import Measurement
+
+    measured = Measurement(12.0, 0.5, "cupti", TRITON_TILES)
+    monkeypatch.setattr(worker.triton_backend, "run_case", lambda case, settings: measured)
+    req = {"job": "triton", "case": gemm_case(4096).to_dict(), "settings": {}}
+    answer = worker._run_python_case(req)
+    assert tuple(answer["measurement"]) == outcome.MEASUREMENT_KEYS
+    assert classify_python_case("", WorkerReply(answer), S).reason == TRITON_TILES
 
 
 # --------------------------------------------------------------------------------- Case -> Row

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -194,6 +195,26 @@ def test_resume_reruns_a_kept_id_whose_shape_changed(tmp_path):
     assert changed.case_id == a.case_id
     _, res, _, _ = run_cases(tmp_path, [changed], resume=True)
     assert res["rows"][0]["n"] == 2048
+
+
+def test_resume_reruns_an_moe_row_timed_at_other_num_tokens(tmp_path):
+    """A results.json from before EP token accounting ran an EP>TP MoE row at num_tokens = M; the
+    same case id now means M*EP/TP tokens, so the row is timed again, never kept."""
+    old = moe_case(m=8)
+    _, first, _, workdir = run_cases(tmp_path, [old])
+    path = os.path.join(workdir, "results.json")
+    payload = json.load(open(path))
+    for row in payload["rows"]:
+        row.pop("num_tokens")  # as written before the field
+    json.dump(payload, open(path, "w"))
+    wide = replace(old, logical=replace(old.logical, num_tokens=64),
+                   physical=replace(old.physical, num_tokens=64))
+    _, res, _, _ = run_cases(tmp_path, [wide], resume=True)
+    assert res["rows"][0]["num_tokens"] == 64
+    log = open(os.path.join(workdir, "driver.log")).read()
+    assert log.count(f"BEGIN {old.case_id} ") == 2
+    _, again, _, _ = run_cases(tmp_path, [wide], resume=True)
+    assert open(os.path.join(workdir, "driver.log")).read().count(f"BEGIN {old.case_id} ") == 2
 
 
 def test_exit_code():

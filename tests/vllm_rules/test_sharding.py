@@ -114,3 +114,16 @@ def test_role_table_kinds_are_split_kinds():
 
 def test_doctests():
     assert doctest.testmod(sharding).failed == 0
+
+
+@pytest.mark.parametrize("tp, ep, per_m", [(1, 1, 1), (4, 1, 1), (4, 4, 1), (8, 8, 1), (1, 8, 8),
+                                           (2, 8, 4), (1, 64, 64), (8, 64, 8)])
+def test_moe_tokens_per_m_is_ep_over_tp(tp, ep, per_m):
+    """TP=EP: the EP group is the TP group, every rank sees the same M; EP = DP x TP: each EP rank
+    receives the pairs of DP = EP/TP attention replicas' M tokens."""
+    assert sharding.moe_tokens_per_m(tp, ep) == per_m
+
+
+def test_moe_tokens_per_m_refuses_ep_not_a_multiple_of_tp():
+    with pytest.raises(UsageError, match="--ep"):
+        sharding.moe_tokens_per_m(4, 6)

@@ -33,6 +33,14 @@ QUANT_FORMATS = {
     "fp8_per_group_128": "BF16 -> FP8 e4m3 with one scale per 1x128 group of each row (block FP8)",
 }
 
+#: The FP8 scheme (vllm_rules/quant_config.py FP8_SCHEMES) of each FP8 activation format: a row's
+#: scheme is how its kernel consumes scales, which the activation it takes names.
+QUANT_SCHEME = {
+    "fp8_per_tensor_static": "per_tensor",
+    "fp8_per_token_dynamic": "per_token",
+    "fp8_per_group_128": "block128",
+}
+
 #: vLLM's FlashInfer TRTLLM NVFP4 linear switches the activation scale layout to 8x4 for M <= 32
 #: (vllm/model_executor/layers/quantization/utils/flashinfer_utils.py: flashinfer_scaled_fp4_mm).
 TRTLLM_FP4_8X4_MAX_M = 32
@@ -72,6 +80,11 @@ class BackendSpec:
     because the kernel takes BF16 activations or quantizes them inside the timed call."""
     cc_note: str = ""
     """Appended to the capability skip reason (why the GPU is out, when it is not obvious)."""
+
+    @property
+    def scheme(self) -> str:
+        """FP8 scheme of an FP8 row ("per_tensor", "per_token", "block128"); "" otherwise."""
+        return QUANT_SCHEME.get(self.quant, "") if self.dtype == "fp8" else ""
 
     @property
     def driver(self) -> bool:
@@ -129,6 +142,10 @@ BACKENDS: tuple[BackendSpec, ...] = (
     # checkpoints): vLLM's w8a8_block_fp8_matmul algorithm in this tool's Triton code.
     BackendSpec("gemm", "fp8", "triton.block_fp8_mm", TRITON, "block128", min_cc=_TRITON_FP8,
                 source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_group_128"),
+    # FlashInfer's groupwise-scaled FP8 GEMM (CUTLASS; 1x128 activation groups, 128x128 weight
+    # blocks with --tile_size 128): the driver runs it on Blackwell only.
+    BackendSpec("gemm", "fp8", "gemm_fp8_nt_groupwise", "cutlass", "block128", ccs=_TRTLLM_GEN,
+                source=f"{_FBU}:438-449", quant="fp8_per_group_128"),
     # ---- GEMM, NVFP4 W4A4 (no torch rows: torch has no NVFP4 GEMM baseline here).
     BackendSpec("gemm", "nvfp4", "mm_fp4", "cudnn", ccs=_BLACKWELL_FP4, source=f"{_GB}:5657",
                 quant="nvfp4_128x4"),
@@ -169,6 +186,9 @@ BACKENDS: tuple[BackendSpec, ...] = (
                         "although the library has an SM90 build (about an hour of JIT)"),
     BackendSpec("moe", "fp8", "trtllm_fp8_per_tensor_scale_moe", "trtllm", ccs=_TRTLLM_GEN,
                 source=f"{_FBU}:523-534", quant="fp8_per_tensor_static"),
+    # Block-128 FP8 MoE of the TRTLLM-gen kernels (vLLM's first FP8 MoE choice on Blackwell).
+    BackendSpec("moe", "fp8", "trtllm_fp8_block_scale_moe", "trtllm", "block128", ccs=_TRTLLM_GEN,
+                source=f"{_FBU}:511-522", quant="fp8_per_group_128"),
     # ---- MoE, NVFP4. cutlass without --quantized_input quantizes BF16 input inside the kernel
     # (moe.py:1110-1113): no twin. The others take FP4 activations quantized outside the timed call.
     BackendSpec("moe", "nvfp4", "cutlass_fused_moe", "cutlass", ccs=_MOE_CUTLASS,
@@ -191,7 +211,8 @@ DRIVER_ROUTING_METHODS = ("renormalize", "deepseek_v3", "llama4", "renormalize_n
 
 #: MoE routines that route inside the timed kernel from router logits (the others get
 #: precomputed top-k ids, softmax top-k on random logits, and ignore --routing_method).
-ROUTING_IN_KERNEL = ("trtllm_fp8_per_tensor_scale_moe", "trtllm_fp4_block_scale_moe")
+ROUTING_IN_KERNEL = ("trtllm_fp8_per_tensor_scale_moe", "trtllm_fp8_block_scale_moe",
+                     "trtllm_fp4_block_scale_moe")
 
 #: Gated activations the trtllm-gen MoE kernels implement
 #: (csrc/trtllm_fused_moe_runner.cu:355-370 activationTypeToGatedActType at v0.6.17).
@@ -206,13 +227,55 @@ def specs_for(kind: str, dtype: str) -> tuple[BackendSpec, ...]:
     return tuple(s for s in BACKENDS if s.kind == kind and s.dtype == dtype)
 
 
+def find_spec(kind: str, dtype: str, routine: str, backend: str, variant: str) -> BackendSpec | None:
+    """The BACKENDS row of one case or results row (None for a row this table no longer has)."""
+    for spec in BACKENDS:
+        if (spec.kind, spec.dtype, spec.routine, spec.backend, spec.variant) == (
+                kind, dtype, routine, backend, variant):
+            return spec
+    return None
+
+
+def scheme_of(kind: str, dtype: str, routine: str, backend: str, variant: str) -> str:
+    """FP8 scheme of a case or results row ("" for BF16/NVFP4 or an unknown FP8 row)."""
+    spec = find_spec(kind, dtype, routine, backend, variant)
+    return spec.scheme if spec is not None else ""
+
+
+@dataclass(frozen=True)
+class ToolchainLimit:
+    """A GPU the library's capability list admits but the compiler it needs cannot target."""
+
+    routine: str
+    backend: str
+    cc: tuple[int, int]
+    why: str
+    """What was measured, with the compiler's own words."""
+
+
+TOOLCHAIN_LIMITS: tuple[ToolchainLimit, ...] = (
+    # Measured on the H200 (examples/h200/vllm_default/): with nvidia-cuda-tileiras 13.2 on PATH,
+    # every cutile case fails to compile with "tileiras: for the --gpu-name option: Cannot find
+    # option named 'sm_90'!", although gemm_base.py:390 lists 9.0.
+    ToolchainLimit("mm_bf16", "cutile", (9, 0),
+                   "mm_bf16 cutile compiles with tileiras, which has no sm_90 target "
+                   "(tileiras 13.2: \"Cannot find option named 'sm_90'\"); FlashInfer's "
+                   "capability list (flashinfer/gemm/gemm_base.py:390) admits sm_90"),
+)
+
+
 def capability_reason(spec: BackendSpec, cc: tuple[int, int] | None) -> str:
     """Why a GPU of capability `cc` cannot run `spec` ("" if it can, or if cc is unknown).
 
     >>> capability_reason(specs_for("gemm", "nvfp4")[1], (9, 0))
     'mm_fp4 cutlass needs sm_100/103/107/110/120/121; this GPU is sm_90 (flashinfer/gemm/gemm_base.py:5726)'
     """
-    if cc is None or spec.supports(cc):
+    if cc is None:
+        return ""
+    for lim in TOOLCHAIN_LIMITS:
+        if (lim.routine, lim.backend, lim.cc) == (spec.routine, spec.backend, tuple(cc)):
+            return lim.why
+    if spec.supports(cc):
         return ""
     label = f"{spec.routine} {spec.backend}" + (f" ({spec.variant})" if spec.variant else "")
     note = f"; {spec.cc_note}" if spec.cc_note else ""
@@ -225,13 +288,12 @@ def activation_quant(case: "Case") -> str:
 
     The with_quant twin's extra time is measured for exactly this format (trtllm mm_fp4 uses the
     8x4 scale layout for small M, as vLLM does)."""
-    for spec in BACKENDS:
-        if (spec.kind, spec.dtype, spec.routine, spec.backend, spec.variant) == (
-                case.kind, case.dtype, case.routine, case.backend, case.variant):
-            if spec.quant == "nvfp4_8x4" and case.m > TRTLLM_FP4_8X4_MAX_M:
-                return "nvfp4_128x4"
-            return spec.quant
-    return ""
+    spec = find_spec(case.kind, case.dtype, case.routine, case.backend, case.variant)
+    if spec is None:
+        return ""
+    if spec.quant == "nvfp4_8x4" and case.m > TRTLLM_FP4_8X4_MAX_M:
+        return "nvfp4_128x4"
+    return spec.quant
 
 
 @dataclass(frozen=True)
@@ -310,12 +372,18 @@ def shape_limit(case: "Case") -> str:
             if value % lim.multiple:
                 return (f"{r} {b} needs {lim.dim} % {lim.multiple} == 0; {lim.dim}={value} "
                         f"({lim.why}; {lim.source})")
-    if r == "triton.block_fp8_mm" and p.k % 128:
+    if case.kind == "gemm" and case.variant == "block128" and p.k % 128:
         return (f"block-128 FP8 needs K % 128 == 0 (1x128 activation groups); K={p.k} "
                 "(vllm/model_executor/layers/quantization/utils/fp8_utils.py: per_token_group_quant_fp8)")
     if case.kind != "moe":
         return ""
     act = case.activation
+    if case.variant == "block128":
+        for dim, value in (("hidden", p.hidden), ("intermediate", p.intermediate)):
+            if value % 128:
+                return (f"block-128 FP8 MoE needs {dim} % 128 == 0 (128x128 weight blocks); "
+                        f"{dim}={value}: vLLM refuses such a checkpoint shard "
+                        "(vllm/model_executor/layers/quantization/fp8.py: Fp8MoEMethod.create_weights)")
     if r == "triton.fused_moe":
         return triton_moe_limit(case)
     if r == "cute_dsl_fp4_block_scale_moe" and act != "Swiglu":
@@ -341,16 +409,9 @@ TRITON_MOE_ACTIVATIONS = {
 
 def triton_moe_limit(case: "Case") -> str:
     """Why the Triton fused MoE cannot run `case` ("" if it can)."""
-    p = case.physical
     if case.activation not in TRITON_MOE_ACTIVATIONS:
         return (f"triton.fused_moe has no {case.activation} activation "
                 f"(it has {', '.join(TRITON_MOE_ACTIVATIONS)})")
-    if case.variant == "block128":
-        for dim, value in (("hidden", p.hidden), ("intermediate", p.intermediate)):
-            if value % 128:
-                return (f"block-128 FP8 MoE needs {dim} % 128 == 0 (128x128 weight blocks); "
-                        f"{dim}={value}: vLLM refuses such a checkpoint shard "
-                        "(vllm/model_executor/layers/quantization/fp8.py: Fp8MoEMethod.create_weights)")
     return ""
 
 
@@ -444,6 +505,11 @@ __all__ = [
     "BACKEND_NAMES",
     "DRIVER_ROUTING_METHODS",
     "specs_for",
+    "find_spec",
+    "scheme_of",
+    "QUANT_SCHEME",
+    "ToolchainLimit",
+    "TOOLCHAIN_LIMITS",
     "capability_reason",
     "activation_quant",
     "ShapeLimit",

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from ..errors import UsageError
 from ..plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+from ..vllm_rules.dispatch import default_match
 from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.padding import physical_gemm, physical_moe
 from ..vllm_rules.sharding import first_local_expert
@@ -47,6 +48,10 @@ def _gemm_driver_args(case_id: str, routine: str, backend: str, m: int, shape: G
         args += ["--batch_size", "1", "--input_dtype", "fp8_e4m3", "--mat2_dtype", "fp8_e4m3"]
     elif routine == "mm_fp8":
         args += ["--input_dtype", "fp8_e4m3", "--mat2_dtype", "fp8_e4m3"]
+    elif routine == "gemm_fp8_nt_groupwise":
+        # 128x128 weight blocks and 1x128 activation groups: the block-128 checkpoint layout.
+        args += ["--tile_size", "128", "--scale_major_mode", "K", "--input_dtype", "fp8_e4m3",
+                 "--mat2_dtype", "fp8_e4m3"]
     elif routine == "mm_fp4":
         args.append("--use_nvfp4")
         # Only trtllm takes the 8x4 activation-scale layout, and vLLM uses it for small M only.
@@ -98,10 +103,11 @@ def _cutlass_ep(entry: MoeEntry, plan_ep: int) -> tuple[int, int] | None:
     return None
 
 
-def _moe_driver_args(case_id: str, spec, entry: MoeEntry, m: int, shape: MoeShape,
+def _moe_driver_args(case_id: str, spec, entry: MoeEntry, shape: MoeShape,
                      activation: str, plan_ep: int) -> tuple[tuple[str, ...], str]:
     """(argv, reason): reason is non-empty when EP cannot be expressed for this routine."""
-    args = ["--routine", spec.routine, "--num_tokens", str(m), "--hidden_size", str(shape.hidden),
+    args = ["--routine", spec.routine, "--num_tokens", str(shape.num_tokens),
+            "--hidden_size", str(shape.hidden),
             "--intermediate_size", str(shape.intermediate), "--num_experts",
             str(entry.global_experts), "--top_k", str(entry.top_k)]
     args += _routing_args(entry.routing)
@@ -165,7 +171,9 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
 
     def add(case: Case, spec: bk.BackendSpec, pre_reason: str) -> None:
         reason = bk.capability_reason(spec, cc) or pre_reason or bk.shape_limit(case)
-        case = _replace(case, skip_reason=reason)
+        match = default_match(cc, case.kind, case.dtype, spec.scheme, spec.backend, spec.routine,
+                              plan.ep > 1)
+        case = _replace(case, skip_reason=reason, scheme=spec.scheme, vllm_default=match)
         cases.append(case)
         if spec.quant:
             cases.append(_replace(case, case_id=case.case_id + ".q", with_quant=True))
@@ -197,8 +205,8 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                     if wanted is not None and spec.backend not in wanted:
                         continue
                     case_id = _case_id("moe", entry.name, m, dtype, spec.backend, spec.variant)
-                    logical = MoeShape(m, entry.hidden, entry.intermediate, entry.experts,
-                                       entry.global_experts, entry.top_k)
+                    logical = MoeShape(m * entry.tokens_per_m, entry.hidden, entry.intermediate,
+                                       entry.experts, entry.global_experts, entry.top_k)
                     physical, reason = physical_moe(logical, spec.routine, spec.backend, dtype,
                                                     entry.gated)
                     argv: tuple[str, ...] = ()
@@ -206,7 +214,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                         reason = (f"activation {entry.activation!r} has no FlashInfer "
                                   f"ActivationType (choose from {', '.join(FLASHINFER_ACTIVATIONS)})")
                     elif spec.driver:
-                        argv, ep_reason = _moe_driver_args(case_id, spec, entry, m, physical,
+                        argv, ep_reason = _moe_driver_args(case_id, spec, entry, physical,
                                                            activation, plan.ep)
                         reason = reason or ep_reason
                     add(Case(case_id=case_id, kind="moe", name=entry.name, modules=entry.modules,

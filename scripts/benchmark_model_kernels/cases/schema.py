@@ -32,6 +32,7 @@ class MoeShape:
     """One fused-MoE layer on one rank for `num_tokens` tokens."""
 
     num_tokens: int
+    """Tokens whose expert pairs this rank's layer receives: M * EP/TP (M without EP)."""
     hidden: int
     intermediate: int
     """Per-rank expert intermediate size."""
@@ -56,7 +57,8 @@ class Case:
     layers: int
     """Per-step invocation count, copied from the plan (1 for --nks shapes)."""
     m: int
-    """Tokens M of this step on this rank (MoE: num_tokens)."""
+    """Tokens M of this step in this rank's attention. An MoE case runs `logical.num_tokens` =
+    M * EP/TP under expert parallelism (vllm_rules.sharding.moe_tokens_per_m)."""
     dtype: str
     """"bf16", "fp8" or "nvfp4"."""
     backend: str
@@ -87,6 +89,13 @@ class Case:
     skip_reason: str = ""
     """Non-empty: known before launch to be unsupported; becomes status "unsupported" with this
     reason, e.g. "mm_fp4 cutlass needs SM100+; this GPU is sm_90"."""
+    scheme: str = ""
+    """FP8 rows: the scale layout the kernel consumes ("per_tensor", "per_token", "block128");
+    "" for BF16 and NVFP4."""
+    vllm_default: str = ""
+    """How this row relates to the kernel vLLM dispatches by default for its layer kind, recipe
+    and scheme on the GPU it runs on (vllm_rules/dispatch.py): "same" (that kernel), "design"
+    (vLLM's algorithm in this tool's code), "" (a comparison, or the GPU is not known yet)."""
 
     @property
     def base_case_id(self) -> str:

@@ -3,7 +3,8 @@
 Each check is a small pure function of probe results (from `environment.py`) returning a `Check`;
 `ok` is True (pass), False (fail: numbers would be wrong or the run would break) or None (warning:
 worth knowing, not blocking). Exit 0 only when no check fails. A CPU-only machine gets one plain
-sentence and exit 1, never a traceback.
+sentence and exit 1, never a traceback. A tool only some backends need (tileiras for cutile) is a
+warning, and a failure when --backends names such a backend.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+from ..cases.backends import BACKEND_NAMES
 from ..errors import OneLineArgumentParser, UsageError, cli_main
 from . import environment as envmod
 from . import gpu as gpu_probes
@@ -235,6 +237,32 @@ def check_nvcc(nvcc: dict[str, Any], cuda_runtime: str | None) -> Check:
                                f"{nvcc['ninja']}")
 
 
+TILEIRAS_FIX = ("pip install cuda-tile[tileiras] (or a CUDA Toolkit 13.1+ with tileiras on PATH or in "
+                "$CUDA_HOME/bin)")
+
+
+def check_tileiras(probe: dict[str, Any], backends: Sequence[str] = ()) -> Check:
+    """FlashInfer's cutile backend (mm_bf16) JIT-compiles with the tileiras compiler through the
+    cuda-tile package; without either, every cutile row fails as a set-up problem. Only cutile
+    needs them, so a gap is a warning unless --backends asks for cutile."""
+    path, module = probe.get("tileiras"), probe.get("cuda_tile_importable")
+    if path and module:
+        return Check("tileiras", True, f"tileiras at {path} (from {probe.get('found_in')}), "
+                                       f"cuda-tile {probe.get('cuda_tile')}: cutile can compile")
+    missing = []
+    if not path:
+        missing.append("tileiras compiler not found (nvidia-cuda-tileiras wheel, PATH, "
+                       "$CUDA_HOME/bin, /usr/local/cuda*/bin)")
+    if not module:
+        missing.append("cuda-tile package not importable (module cuda.tile)")
+    blocking = "cutile" in backends
+    backend = "the requested cutile backend" if blocking else "the cutile backend"
+    them = "them" if len(missing) > 1 else "it"
+    return Check("tileiras", False if blocking else None,
+                 f"{' and '.join(missing)}: {backend} (mm_bf16) needs {them}, so its rows fail as "
+                 f"set-up", TILEIRAS_FIX)
+
+
 def check_no_download(env: dict[str, str]) -> Check:
     if env.get("FLASHINFER_NO_DOWNLOAD", "") in ("1", "true", "True", "yes"):
         return Check("no_download", True, "FLASHINFER_NO_DOWNLOAD=1: missing cubins fail at once")
@@ -275,6 +303,7 @@ def gather(flashinfer_repo: str | None, gpu_index: int,
         "wheel": versions.flashinfer_wheel(),
         "checkout": versions.flashinfer_checkout(flashinfer_repo),
         "nvcc": gpu_probes.nvcc_info(),
+        "tileiras": gpu_probes.tileiras_info(),
         "env": {k: os.environ[k] for k in envmod.RELEVANT_ENV if k in os.environ},
         "torch_cuda": None,
         "stack": None,
@@ -291,9 +320,10 @@ def gather(flashinfer_repo: str | None, gpu_index: int,
     return probes
 
 
-def run_checks(p: dict[str, Any]) -> list[Check]:
-    """All verdicts for gathered probes. Without a GPU only the machine-independent checks follow
-    the gpu failure (the rest would repeat it)."""
+def run_checks(p: dict[str, Any], backends: Sequence[str] = ()) -> list[Check]:
+    """All verdicts for gathered probes; `backends` (the run's --backends) makes the tools those
+    backends need blocking. Without a GPU only the machine-independent checks follow the gpu
+    failure (the rest would repeat it)."""
     checks = [check_gpu(p["gpu"])]
     gpu_ok = checks[0].ok
     if gpu_ok:
@@ -306,6 +336,7 @@ def run_checks(p: dict[str, Any]) -> list[Check]:
         checks.append(check_cupti(p["timer_probe"], p["stack"] or {}, p["gpu"]))
     runtime = (p.get("stack") or {}).get("cuda_runtime")
     checks.append(check_nvcc(p["nvcc"], runtime))
+    checks.append(check_tileiras(p.get("tileiras") or {}, backends))
     checks.append(check_no_download(p["env"]))
     if gpu_ok:
         checks.append(check_arch_list(p["env"], p["gpu"]))
@@ -363,10 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Check that this machine can produce trustworthy kernel times: an idle NVIDIA "
                     "GPU, torch with CUDA, the FlashInfer wheel matching the checkout, a working "
-                    "CUPTI timer (probed for real), nvcc for JIT, no-download mode.",
+                    "CUPTI timer (probed for real), nvcc for JIT, no-download mode, and the "
+                    "tools optional backends need (tileiras for cutile).",
         epilog="examples:\n"
                "  python scripts/check_env.py --flashinfer_repo ~/flashinfer\n"
                "  python scripts/check_env.py --flashinfer_repo ~/flashinfer --gpu 1 --json\n"
+               "  python scripts/check_env.py --flashinfer_repo ~/flashinfer --backends cutile\n"
                "exit status: 0 ready, 1 not ready (a check failed, or no GPU), 2 bad arguments.",
     )
     p.add_argument("--flashinfer_repo", metavar="PATH", default=None,
@@ -375,6 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", metavar="INDEX", type=int, default=0,
                    help="CUDA index of the GPU to check (as CUDA_VISIBLE_DEVICES numbers them), "
                         "e.g. --gpu 1; default 0")
+    p.add_argument("--backends", nargs="+", metavar="BACKEND", default=(),
+                   help="the backends the run will time (as the runner's --backends), e.g. "
+                        "--backends cudnn cutile: a tool one of them needs (tileiras for cutile) "
+                        "then fails the doctor instead of warning")
     p.add_argument("--json", action="store_true",
                    help="print {ready, verdict, checks: [{name, ok, detail, fix}], probes} as "
                         "JSON instead of text")
@@ -389,9 +426,12 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.gpu < 0:
         raise UsageError("--gpu", args.gpu, "must be a CUDA device index >= 0, e.g. --gpu 0")
+    for backend in args.backends:
+        if backend not in BACKEND_NAMES:
+            raise UsageError("--backends", backend, f"choose from {', '.join(BACKEND_NAMES)}")
     try:
         probes = gather(args.flashinfer_repo, args.gpu)
-        checks = run_checks(probes)
+        checks = run_checks(probes, args.backends)
     except Exception as e:  # every probe is guarded; this is the last line of defence
         print(f"error: the doctor itself failed: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_NOT_READY

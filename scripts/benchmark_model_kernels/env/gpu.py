@@ -9,6 +9,8 @@ so the doctor and the environment record cost nothing on a CPU machine.
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -72,6 +74,49 @@ def nvcc_info() -> dict[str, str | None]:
             ninja = None
     out["ninja"] = ninja
     return out
+
+
+def _module_importable(name: str) -> bool:
+    """Whether `import name` would find it (a missing parent package counts as no)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _tileiras_wheel_bin() -> str | None:
+    """nvidia/cu13/bin of the nvidia-cuda-tileiras wheel (what `cuda-tile[tileiras]` installs)."""
+    try:
+        spec = importlib.util.find_spec("nvidia.cu13")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return os.path.join(locations[0], "bin") if locations else None
+
+
+def default_toolkit_bins() -> list[str]:
+    """bin/ of /usr/local/cuda, then of /usr/local/cuda-X.Y, newest first."""
+    return [os.path.join(d, "bin") for d in
+            ["/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]]
+
+
+def tileiras_info() -> dict[str, Any]:
+    """The tileiras compiler FlashInfer's cutile backend compiles with, looked up in cuda-tile's
+    own order (cuda/tile/_compile.py `_find_compiler_bin`, cuda-tile 1.7.0): the
+    nvidia-cuda-tileiras wheel, PATH, $CUDA_HOME/bin, the default CUDA toolkit folders; plus the
+    cuda-tile package that drives it (module cuda.tile)."""
+    places: list[tuple[str, str]] = []
+    wheel_bin = _tileiras_wheel_bin()
+    if wheel_bin:
+        places.append(("the nvidia-cuda-tileiras wheel", wheel_bin))
+    places.append(("PATH", os.environ.get("PATH", "")))
+    if os.environ.get("CUDA_HOME"):
+        places.append(("$CUDA_HOME/bin", os.path.join(os.environ["CUDA_HOME"], "bin")))
+    places += [(folder, folder) for folder in default_toolkit_bins()]
+    found = next(((where, path) for where, folder in places
+                  if (path := shutil.which("tileiras", path=folder))), (None, None))
+    return {"tileiras": found[1], "found_in": found[0],
+            "cuda_tile": dist_version("cuda-tile"), "cuda_tile_importable": _module_importable("cuda.tile")}
 
 
 # --------------------------------------------------------------------------- GPU (NVML)

@@ -10,12 +10,14 @@ entries over the layer instances. Anything a layer holds that no rule places bec
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..errors import UsageError
 from ..vllm_rules import sharding
 from ..vllm_rules.config import config_value
 from ..vllm_rules.moe import vllm_moe_layers
+from ..vllm_rules.quant_config import checkpoint_fp8_scheme
 from . import roles
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
 from .merge import merge, ranges
@@ -204,9 +206,13 @@ class Planner:
         if self.ep > 1 and not any(lay.moe for _, lay in per_layer):
             raise UsageError("--ep", self.ep, "the model has no routed experts; use --ep 1")
         gemms, moes, unsup = merge(per_layer, top, layer_types)
+        per_m = sharding.moe_tokens_per_m(self.tp, self.ep)
+        moes = tuple(replace(e, tokens_per_m=per_m) for e in moes)
+        scheme, why = checkpoint_fp8_scheme(getattr(self.cfg, "quantization_config", None))
         info = ModelInfo(**{**info.__dict__, "notes": tuple(info.notes) + tuple(self.notes),
                             "num_hidden_layers": len(layers), "hidden_size": self.hidden,
-                            "vocab_size": int(config_value(self.cfg, "vocab_size", default=0))})
+                            "vocab_size": int(config_value(self.cfg, "vocab_size", default=0)),
+                            "fp8_scheme": scheme, "fp8_scheme_source": why})
         return Plan(model=info, tp=self.tp, ep=self.ep, gemms=gemms, moe=moes, unsupported=unsup)
 
 

@@ -34,6 +34,9 @@ def format_plan(plan: Plan) -> str:
              f"# class: {m.architecture}  model_type: {m.model_type}  layers: {m.num_hidden_layers}  "
              f"hidden: {m.hidden_size}  vocab: {m.vocab_size}",
              f"# parallel: TP={plan.tp} EP={plan.ep}  (per-rank shapes of rank 0; counts per forward step)"]
+    if m.fp8_scheme or m.fp8_scheme_source:
+        lines.append(f"# fp8 scheme of the checkpoint: {m.fp8_scheme or 'none (not an FP8 checkpoint)'}"
+                     f" ({m.fp8_scheme_source})")
     lines += [f"# note: {n}" for n in m.notes]
     lines.append("")
     lines.append(f"GEMMs ({len(plan.gemms)}):  Y[M,N] = X[M,K] W[N,K]^T")
@@ -53,6 +56,12 @@ def format_plan(plan: Plan) -> str:
         lines += _table(rows, right={1, 2, 3, 4, 6})
         for e in plan.moe:
             lines.append(f"  routing[{e.name}]: {_routing_text(e.routing)}")
+            if e.tokens_per_m > 1:
+                lines.append(f"  tokens[{e.name}]: num_tokens = {e.tokens_per_m} x M: EP={plan.ep} over "
+                             f"TP={plan.tp} is {e.tokens_per_m} data-parallel attention ranks, each "
+                             f"with its own M tokens, dispatching to every EP rank")
+            else:
+                lines.append(f"  tokens[{e.name}]: num_tokens = M (no data-parallel attention)")
             if e.top_k > e.experts:
                 lines.append(f"  note[{e.name}]: wide EP: top_k={e.top_k} > {e.experts} local experts "
                              f"(routing spans all {e.global_experts})")

@@ -40,6 +40,11 @@ class ModelInfo:
     """Model width H."""
     vocab_size: int = 0
     """Unpadded vocabulary size."""
+    fp8_scheme: str = ""
+    """The FP8 scheme vLLM would run this checkpoint with ("per_tensor", "per_token", "block128"),
+    from its `quantization_config` (vllm_rules.quant_config.checkpoint_fp8_scheme)."""
+    fp8_scheme_source: str = ""
+    """Why `fp8_scheme` is what it is (the config keys read, or vLLM's online FP8)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,10 @@ class MoeEntry:
     """Experts carry biases (GPT-OSS)."""
     ep_rank: int = 0
     """Which EP rank was planned (its expert count is `experts`)."""
+    tokens_per_m: int = 1
+    """The layer's num_tokens per token M of this rank's attention: EP/TP under expert
+    parallelism (vllm_rules.sharding.moe_tokens_per_m), 1 without it. An MoE case at M runs
+    num_tokens = M * tokens_per_m."""
 
 
 @dataclass(frozen=True)
@@ -162,15 +171,18 @@ class Plan:
                     kw[k] = tuple(v)
             return klass(**kw)
 
+        tp, ep = int(d["tp"]), int(d["ep"])
         moe = []
         for m in d.get("moe", []):
             m = dict(m)
             m["routing"] = build(Routing, m.get("routing") or {"method": "renormalize"})
+            if "tokens_per_m" not in m:  # plans written before the field: the same rule
+                m["tokens_per_m"] = ep // tp if ep > 1 and ep % tp == 0 else 1
             moe.append(build(MoeEntry, m))
         return cls(
             model=build(ModelInfo, d["model"]),
-            tp=int(d["tp"]),
-            ep=int(d["ep"]),
+            tp=tp,
+            ep=ep,
             gemms=tuple(build(GemmEntry, g) for g in d.get("gemms", [])),
             moe=tuple(moe),
             unsupported=tuple(build(Unsupported, u) for u in d.get("unsupported", [])),

@@ -1,23 +1,28 @@
 """One workdir analysed: what the report shows, computed from one parsed results.json.
 
 In: a results dict (as `run/results.py` loads it; its "plan" read through `plan/schema.py`'s
-`Plan.from_dict`). Out: an `Analysis`: the plan's modules (`Entry`), their cells per M and recipe
-(the rules are in `cells.py`, re-exported here), per-step roll-ups (`Rollup`, each computed once),
-crossovers, the summary's ranking (`Verdict`), warnings, run labels and the roofline peaks.
-`markdown.py` and `figures.py` render it. No file I/O, no Markdown; nothing here measures.
+`Plan.from_dict`; rows that predate a field get it from `row_facts.py`). Out: an `Analysis`: the
+plan's modules (`Entry`), their cells per M and recipe (each FP8 scheme its own recipe; the rules
+are in `cells.py`, re-exported here), per-step roll-ups (`Rollup`, each computed once) on the
+vLLM-default, +quant and kernel-only bases, crossovers, the summary's ranking (`Verdict`),
+warnings, run labels and the roofline peaks. `markdown.py` and `figures.py` render it. No file
+I/O, no Markdown; nothing here measures.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .. import __version__
+from ..cases.backends import TRITON
 from ..env.environment import version_warnings
 from ..plan.schema import Plan
-from ..run.results import Row, rows_of
+from ..run.results import Row
+from ..vllm_rules.dispatch import VllmDefault, gpu_family, vllm_default
 from ..vllm_rules.layers import kept_in_bf16
 from .cells import (
     ATTN,
@@ -35,18 +40,31 @@ from .cells import (
     RECIPE_LABELS,
     RECIPES,
     ROUTER,
+    TORCH_MOE_LABEL,
+    VLLM,
+    VLLM_MARKS,
     Cell,
     Crossover,
     backend_label,
     baseline_cell,
     best_cell,
     crossover,
+    default_cell,
     has_time,
     module_kind,
     recipe_cell,
+    recipe_dtype,
+    recipe_label,
+    recipe_of,
+    recipe_scheme,
     rows_on_quant_basis,
     speedup,
+    vllm_mark,
 )
+from .row_facts import CheckpointScheme, checkpoint_scheme, compute_capability, environment_cc, rows_with_facts
+
+#: Kept under its old name: callers read the recorded compute capability through analysis.py.
+_compute_capability = compute_capability
 
 # ----------------------------------------------------------------------------------------------
 # Plan entries and roll-ups
@@ -68,6 +86,9 @@ class Entry:
     """Logical per-rank shape, e.g. "N=6144 K=4096"."""
     padding: tuple[str, ...] = ()
     """Physical shapes that differ from the logical one, e.g. "N 6144->6272 (trtllm)"."""
+    tokens_per_m: int = 1
+    """MoE: tokens the layer runs per token M of the rank's attention (EP/TP under expert
+    parallelism, from the rows' num_tokens / M, else the plan); 1 for GEMMs."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -96,6 +117,13 @@ def _padding_notes(rows: Iterable[Row]) -> tuple[str, ...]:
     return tuple(f"{k} ({', '.join(v)})" for k, v in notes.items())
 
 
+def _tokens_per_m(rows: Sequence[Row], planned: int) -> int:
+    """What the MoE rows ran per M (num_tokens / M); the plan's factor when no row says."""
+    ratios = Counter(r.num_tokens // r.m for r in rows
+                     if r.kind == "moe" and r.num_tokens and r.m and r.num_tokens % r.m == 0)
+    return ratios.most_common(1)[0][0] if ratios else planned
+
+
 def plan_of(results: dict[str, Any]) -> Plan | None:
     """The plan a results.json records (None for runs without one: --nks, builtin)."""
     plan = results.get("plan")
@@ -109,16 +137,16 @@ def _plan_entries(plan: Plan | None) -> list[Entry]:
     out = [Entry("gemm", g.name, module_kind(g.name), int(g.layers), f"N={g.n} K={g.k}") for g in plan.gemms]
     for m in plan.moe:
         shape = f"H={m.hidden} I={m.intermediate} E={m.experts}/{m.global_experts} top-{m.top_k}"
-        out.append(Entry("moe", m.name, MOE, int(m.layers), shape))
+        out.append(Entry("moe", m.name, MOE, int(m.layers), shape, tokens_per_m=int(m.tokens_per_m)))
     return out
 
 
 @dataclass(frozen=True)
 class Rollup:
-    """GEMM + MoE kernel time of one forward step on one rank for one recipe and M."""
+    """GEMM + MoE kernel time of one forward step on one rank for one recipe, basis and M."""
 
     recipe: str
-    """A dtype, or BASELINE (baseline cells: torch where it ran)."""
+    """A recipe key, or BASELINE (baseline cells: torch where it ran)."""
     m: int
     total_us: float
     """Sum of best time x per-step count over modules WITH a number (partial when incomplete)."""
@@ -127,10 +155,22 @@ class Rollup:
     missing: tuple[str, ...]
     """Entry names without a number; non-empty means the total is incomplete."""
     n_modules: int
+    why_missing: tuple[str, ...] = ()
+    """Per name in `missing`, why it has no number (on the VLLM basis: what vLLM runs there and
+    why no row times it, see Analysis.default_gap)."""
+    kept: tuple[str, ...] = ()
+    """Entries of a quantized recipe counted at their BF16 time (vLLM keeps them unquantized)."""
 
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    @property
+    def no_number(self) -> bool:
+        """Whether no module of the recipe's own has a number (its BF16-kept modules aside): such a
+        partial sum would read as a cheap quantized step."""
+        own = self.n_modules - len(self.kept)
+        return own > 0 and len(set(self.missing) - set(self.kept)) == own
 
 
 def _flag_value(command: Any, flag: str) -> str | None:
@@ -144,6 +184,11 @@ def _flag_value(command: Any, flag: str) -> str | None:
     return None
 
 
+def _design_words(backend: str) -> str:
+    own = "Triton code" if backend == TRITON else "own code"
+    return f"vLLM's design in this tool's {own}"
+
+
 # ----------------------------------------------------------------------------------------------
 # One workdir, analysed
 
@@ -154,18 +199,32 @@ class Analysis:
     def __init__(self, results: dict[str, Any], path: str = ""):
         self.path = path
         self.results = results
-        self.rows: list[Row] = rows_of(results)
         self.plan: Plan | None = plan_of(results)
+        self.compute_capability = environment_cc(results)
+        self.family = gpu_family(self.compute_capability)
+        self.expert_parallel = self.plan is not None and self.plan.ep > 1
+        self.rows: list[Row] = rows_with_facts(results, self.plan)
+        self.checkpoint: CheckpointScheme = checkpoint_scheme(self.plan)
         self._groups: dict[tuple[str, str, int, str], list[Row]] = {}
         for r in self.rows:
-            self._groups.setdefault((r.kind, r.name, r.m, r.dtype), []).append(r)
+            self._groups.setdefault((r.kind, r.name, r.m, recipe_of(r)), []).append(r)
         self.entries = self._entries()
         self.ms: list[int] = sorted({r.m for r in self.rows})
-        present = {r.dtype for r in self.rows}
-        self.recipes: list[str] = [d for d in RECIPES if d in present] + sorted(present - set(RECIPES))
+        self.recipes: list[str] = self._recipe_order({recipe_of(r) for r in self.rows})
         self.quantized = [d for d in self.recipes if d != "bf16"]
         # Tables, summary and figures all read the same roll-ups: each is computed once.
         self._rollups: dict[tuple[str, str, int], Rollup] = {}
+
+    def _recipe_order(self, present: set[str]) -> list[str]:
+        """RECIPES order, the checkpoint's FP8 scheme first among the FP8 ones (it is the FP8
+        line that answers "what would this checkpoint cost"), unknown recipes last."""
+        known = [d for d in RECIPES if d in present]
+        if self.checkpoint.recipe in known:
+            known.remove(self.checkpoint.recipe)
+            first_fp8 = next((i for i, d in enumerate(known) if recipe_dtype(d) == "fp8"), None)
+            at = first_fp8 if first_fp8 is not None else (1 if known[:1] == ["bf16"] else 0)
+            known.insert(at, self.checkpoint.recipe)
+        return known + sorted(present - set(RECIPES))
 
     def _entries(self) -> list[Entry]:
         by_key: dict[tuple[str, str], list[Row]] = {}
@@ -175,36 +234,74 @@ class Analysis:
         seen = set()
         for e in _plan_entries(self.plan):
             rows = by_key.get(e.key, [])
-            entries.append(Entry(e.kind, e.name, e.module_kind, e.layers, e.shape, _padding_notes(rows)))
+            entries.append(Entry(e.kind, e.name, e.module_kind, e.layers, e.shape, _padding_notes(rows),
+                                 _tokens_per_m(rows, e.tokens_per_m)))
             seen.add(e.key)
         for key, rows in by_key.items():
             if key in seen:
                 continue
             r = rows[0]
             entries.append(Entry(r.kind, r.name, module_kind(r.name, r.kind), int(r.layers),
-                                 _logical_shape(r), _padding_notes(rows)))
+                                 _logical_shape(r), _padding_notes(rows), _tokens_per_m(rows, 1)))
         return entries
 
-    # --- cells
-    def rows_for(self, entry: Entry, m: int, dtype: str) -> list[Row]:
-        return self._groups.get((entry.kind, entry.name, m, dtype), [])
+    # --- recipes
+    def recipe_title(self, recipe: str) -> str:
+        """The recipe's label, "(checkpoint scheme)" added to the FP8 scheme the plan names."""
+        label = recipe_label(recipe)
+        return f"{label} (checkpoint scheme)" if recipe == self.checkpoint.recipe else label
 
-    def cell(self, entry: Entry, m: int, dtype: str, basis: str = QUANT) -> Cell:
-        return recipe_cell(self.rows_for(entry, m, dtype), basis)
+    # --- cells
+    def rows_for(self, entry: Entry, m: int, recipe: str) -> list[Row]:
+        return self._groups.get((entry.kind, entry.name, m, recipe), [])
+
+    def cell(self, entry: Entry, m: int, recipe: str, basis: str = QUANT) -> Cell:
+        return recipe_cell(self.rows_for(entry, m, recipe), basis)
+
+    def default_cell(self, entry: Entry, m: int, recipe: str, basis: str = QUANT) -> Cell:
+        """The best row timing vLLM's default kernel (or design), on a table's basis."""
+        return default_cell(self.rows_for(entry, m, recipe), basis)
 
     def baseline(self, entry: Entry, m: int) -> Cell:
         return baseline_cell(self.rows_for(entry, m, "bf16"))
 
-    def has_number(self, dtype: str) -> bool:
+    def reference(self, entry: Entry, m: int) -> Cell:
+        """The BF16 cell a quantized cell is compared with: vLLM's BF16 default where it has a
+        number (the torch MoE composite is no vLLM kernel), else the BF16 baseline."""
+        default = self.default_cell(entry, m, "bf16", KERNEL)
+        return default if default.us is not None else self.baseline(entry, m)
+
+    def has_number(self, recipe: str) -> bool:
         """Whether any row of this recipe has a time."""
-        return any(r.dtype == dtype and has_time(r) for r in self.rows)
+        return any(recipe_of(r) == recipe and has_time(r) for r in self.rows)
 
-    def has_rows(self, entry: Entry, dtype: str) -> bool:
+    def has_rows(self, entry: Entry, recipe: str) -> bool:
         """Whether any M of this module has a row of this recipe."""
-        return any(self.rows_for(entry, m, dtype) for m in self.ms)
+        return any(self.rows_for(entry, m, recipe) for m in self.ms)
 
-    def has_quant_rows(self, dtype: str) -> bool:
-        return any(r.with_quant and r.dtype == dtype for r in self.rows)
+    def has_quant_rows(self, recipe: str) -> bool:
+        return any(r.with_quant and recipe_of(r) == recipe for r in self.rows)
+
+    # --- vLLM's default kernels
+    def vllm_rule(self, entry: Entry, recipe: str) -> VllmDefault | None:
+        """vllm_rules/dispatch.py's row for this module's layer kind and recipe on this GPU."""
+        return vllm_default(self.family, entry.kind, recipe_dtype(recipe), recipe_scheme(recipe),
+                            self.expert_parallel)
+
+    def default_gap(self, entry: Entry, m: int, recipe: str) -> str:
+        """Why `entry` has no vLLM-default number at M under `recipe`, worded to follow the
+        module's name ("qkv_proj run ...")."""
+        rule = self.vllm_rule(entry, recipe)
+        if rule is None:
+            gpu = self.family or "a GPU whose compute capability was not recorded"
+            return f"have no vLLM dispatch rule in this tool for {recipe_label(recipe)} on {gpu}"
+        if not rule.match:
+            return f"run {rule.kernel}, not timed here: {rule.missing}"
+        kernel = rule.kernel + (f" ({_design_words(rule.backend)})" if rule.match == "design" else "")
+        cell = self.default_cell(entry, m, recipe, QUANT)
+        if cell.status == NOT_MEASURED.status:
+            return f"run {kernel}; this run timed no {rule.backend} row for them"
+        return f"run {kernel}; its row has no number ({cell.reason})"
 
     # --- aggregates
     def rollup(self, recipe: str, m: int, basis: str = QUANT) -> Rollup:
@@ -213,27 +310,42 @@ class Analysis:
             self._rollups[key] = self._rollup(recipe, m, basis)
         return self._rollups[key]
 
+    def _module_cell(self, e: Entry, m: int, recipe: str, basis: str) -> tuple[Cell, bool]:
+        """(cell a roll-up counts for `e`, whether it is the BF16 cell of a BF16-kept module)."""
+        if recipe == BASELINE:
+            return self.baseline(e, m), False
+        # vLLM runs the router, the shared-expert gate and lm_head in BF16 under every recipe
+        # (vllm_rules/layers.py KEPT_IN_BF16), so a quantized step pays their BF16 time: the BF16
+        # default kernel on the vLLM basis, the BF16 baseline otherwise.
+        kept = recipe != "bf16" and kept_in_bf16(e.name)
+        if basis == VLLM:
+            return self.cell(e, m, "bf16" if kept else recipe, VLLM), kept
+        return (self.baseline(e, m) if kept else self.cell(e, m, recipe, basis)), kept
+
     def _rollup(self, recipe: str, m: int, basis: str) -> Rollup:
         by_kind: dict[str, float] = {}
         missing: list[str] = []
+        why: list[str] = []
+        kept: list[str] = []
         total = 0.0
         for e in self.entries:
             by_kind.setdefault(e.module_kind, 0.0)
-            # vLLM runs the router, the shared-expert gate and lm_head in BF16 under every recipe
-            # (vllm_rules/layers.py KEPT_IN_BF16), so a quantized step pays their BF16 time.
-            in_bf16 = recipe == BASELINE or (recipe != "bf16" and kept_in_bf16(e.name))
-            c = self.baseline(e, m) if in_bf16 else self.cell(e, m, recipe, basis)
+            c, in_bf16 = self._module_cell(e, m, recipe, basis)
+            if in_bf16:
+                kept.append(e.name)
             if c.us is None:
                 missing.append(e.name)
+                own = "bf16" if in_bf16 else recipe
+                why.append(self.default_gap(e, m, own) if basis == VLLM else (c.reason or c.status))
                 continue
             t = c.us * e.layers
             by_kind[e.module_kind] += t
             total += t
-        return Rollup(recipe, m, total, by_kind, tuple(missing), len(self.entries))
+        return Rollup(recipe, m, total, by_kind, tuple(missing), len(self.entries), tuple(why), tuple(kept))
 
-    def crossover(self, entry: Entry, dtype: str, basis: str = QUANT) -> Crossover:
-        return crossover([self.baseline(entry, m) for m in self.ms],
-                         [self.cell(entry, m, dtype, basis) for m in self.ms], self.ms)
+    def crossover(self, entry: Entry, recipe: str, basis: str = QUANT) -> Crossover:
+        return crossover([self.reference(entry, m) for m in self.ms],
+                         [self.cell(entry, m, recipe, basis) for m in self.ms], self.ms)
 
     # --- header facts (every key optional)
     @property
@@ -304,8 +416,23 @@ class Analysis:
             names = ", ".join(str(u.module) for u in unplaced[:5])
             out.append(f"the plan has {len(unplaced)} module(s) it could not place ({names}"
                        f"{', ...' if len(unplaced) > 5 else ''}); they are in no table or total")
+        out += self._ep_token_warnings()
         if not any(has_time(r) for r in self.rows):
             out.append("no row has a number: nothing below is a measurement")
+        return out
+
+    def _ep_token_warnings(self) -> list[str]:
+        """MoE rows that ran fewer tokens than the plan's EP/TP factor says: results written before
+        num_tokens was recorded timed the MoE layer at num_tokens = M."""
+        planned = {m.name: int(m.tokens_per_m) for m in self.plan.moe} if self.plan is not None else {}
+        out = []
+        for e in self.entries:
+            factor = planned.get(e.name, 1)
+            if e.kind == "moe" and factor > 1 and e.tokens_per_m != factor:
+                out.append(f"{e.name}: its rows ran num_tokens = {e.tokens_per_m}M, but under TP="
+                           f"{self.tp_ep[0]} EP={self.tp_ep[1]} vLLM's MoE layer runs {factor}M "
+                           "(rows written before num_tokens was recorded): its M is the MoE "
+                           "layer's tokens, not the attention's")
         return out
 
 
@@ -313,67 +440,89 @@ class Analysis:
 # Roll-up variants and the summary's ranking
 
 
-def bases(a: Analysis, dtype: str) -> list[str]:
+def bases(a: Analysis, recipe: str) -> list[str]:
     """Cost bases shown for a recipe: +quant and kernel-only when the run timed the quantization."""
-    return [QUANT, KERNEL] if a.has_quant_rows(dtype) else [QUANT]
+    return [QUANT, KERNEL] if a.has_quant_rows(recipe) else [QUANT]
+
+
+def measured_recipes(a: Analysis) -> list[str]:
+    """Recipes with at least one number. One without is left out of every total: its total would
+    hold only the modules vLLM keeps in BF16 (router, lm_head), which would read as a quantized
+    step."""
+    return [d for d in a.recipes if a.has_number(d)]
 
 
 def rollup_variants(a: Analysis) -> list[tuple[str, str, str]]:
-    """(recipe, basis, title) of every roll-up row: the BF16 baseline, then each recipe and basis."""
-    out = [(BASELINE, QUANT, f"BF16 baseline ({BASELINE_BACKEND} where it ran)")]
-    # A recipe with no measured row is left out: its total would hold only the modules vLLM keeps
-    # in BF16 (router, lm_head), which would read as a quantized step.
-    for d in [d for d in a.recipes if a.has_number(d)]:
+    """(recipe, basis, title) of every roll-up row: the BF16 baseline, then per recipe its vLLM
+    default and its best on each basis."""
+    out = [(BASELINE, QUANT, BASELINE_TITLE)]
+    for d in measured_recipes(a):
+        title = a.recipe_title(d)
+        out.append((d, VLLM, f"{title} vLLM default"))
         for basis in bases(a, d):
             if d == "bf16":
                 suffix = " best"
             else:
                 suffix = " best +quant" if basis == QUANT and a.has_quant_rows(d) else " best kernel only"
-            out.append((d, basis, f"{RECIPE_LABELS.get(d, d)}{suffix}"))
+            out.append((d, basis, f"{title}{suffix}"))
     return out
+
+
+#: Title of the BF16 baseline roll-up (torch rows where they ran).
+BASELINE_TITLE = f"BF16 baseline ({BASELINE_BACKEND} where it ran)"
+#: The two bases the summary ranks on: what vLLM runs, and the best this run measured (+quant).
+SUMMARY_BASES = (VLLM, QUANT)
+SUMMARY_BASIS_WORDS = {VLLM: "vLLM default", QUANT: "best measured"}
+
+
+def summary_candidates(a: Analysis, basis: str) -> list[tuple[str, str, str]]:
+    """(recipe, basis, title) the summary ranks on one basis (VLLM or QUANT): every recipe with a
+    number; on the QUANT basis +quant where the run timed it (vLLM quantizes activations on every
+    call), so kernel-only totals stay in the roll-up section."""
+    return [(d, basis, f"{a.recipe_title(d)} {SUMMARY_BASIS_WORDS[basis]}") for d in measured_recipes(a)]
+
+
+def summary_reference(a: Analysis) -> tuple[str, str, str]:
+    """(recipe, basis, title) the summary's speed-ups divide: the BF16 vLLM-default total when it is
+    complete at every M, else the BF16 baseline (torch where it ran)."""
+    if a.ms and all(a.rollup("bf16", m, VLLM).complete for m in a.ms):
+        return ("bf16", VLLM, f"{a.recipe_title('bf16')} vLLM default")
+    return (BASELINE, QUANT, BASELINE_TITLE)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The fastest recipe at one M, by per-step roll-up total (results.json only)."""
+    """The fastest recipe at one M on one basis, by per-step roll-up total (results.json only)."""
 
     m: int
+    basis: str
+    """VLLM (each recipe's vLLM-default total) or QUANT (each recipe's best measured total)."""
     totals: tuple[tuple[str, float | None], ...]
-    """(roll-up title, total us) per candidate in table order; None when the total is incomplete."""
+    """(recipe, total us) per candidate in table order; None when the total is incomplete."""
     fastest: str
-    """Title of the fastest complete total ("" when no total is complete)."""
+    """Recipe of the fastest complete total ("" when no total is complete)."""
     speedup: float | None
-    """BF16 baseline total / fastest total (> 1: faster than the baseline)."""
+    """Reference total (summary_reference) / fastest total (> 1: faster than the reference)."""
     not_ranked: tuple[str, ...]
-    """Candidates left out of the ranking because their total is incomplete."""
+    """Recipes left out of the ranking because their total is incomplete."""
 
 
-def summary_candidates(a: Analysis) -> list[tuple[str, str, str]]:
-    """(recipe, basis, title) the summary ranks: the BF16 baseline, the best BF16, and every
-    quantized recipe with a number on the basis vLLM pays (+quant when the run timed it)."""
-    out = []
-    for recipe, basis, title in rollup_variants(a):
-        if recipe not in (BASELINE, "bf16") and basis == KERNEL and a.has_quant_rows(recipe):
-            continue  # kernel-only is an ideal case: vLLM quantizes activations on every call
-        out.append((recipe, basis, title))
-    return out
-
-
-def summary_verdicts(a: Analysis) -> list[Verdict]:
+def summary_verdicts(a: Analysis, basis: str = QUANT) -> list[Verdict]:
+    """One Verdict per M on `basis`; on a tie the earlier recipe (BF16 first) wins."""
+    ref_recipe, ref_basis, _ = summary_reference(a)
     out = []
     for m in a.ms:
-        base = a.rollup(BASELINE, m)
+        ref = a.rollup(ref_recipe, m, ref_basis)
         totals, ranked, not_ranked = [], [], []
-        for i, (recipe, basis, title) in enumerate(summary_candidates(a)):
+        for i, (recipe, _, _) in enumerate(summary_candidates(a, basis)):
             r = a.rollup(recipe, m, basis)
             total = r.total_us if r.complete and r.total_us > 0 else None
-            totals.append((title, total))
-            # On a tie the earlier candidate wins: the baseline, then BF16, then quantized recipes.
-            (ranked if total is not None else not_ranked).append((total, i, title))
+            totals.append((recipe, total))
+            (ranked if total is not None else not_ranked).append((total, i, recipe))
         best = min(ranked) if ranked else None
-        sp = base.total_us / best[0] if best and base.complete and best[0] else None
-        out.append(Verdict(m, tuple(totals), best[2] if best else "", sp,
-                           tuple(t for *_, t in not_ranked)))
+        sp = ref.total_us / best[0] if best and ref.complete and best[0] else None
+        out.append(Verdict(m, basis, tuple(totals), best[2] if best else "", sp,
+                           tuple(d for *_, d in not_ranked)))
     return out
 
 
@@ -402,22 +551,6 @@ def _peaks_from_rows(rows: Sequence[Row]) -> tuple[dict[str, float], float | Non
     return ({d: statistics.median(v) for d, v in tflops.items()}, statistics.median(bw) if bw else None)
 
 
-def _compute_capability(gpu: dict[str, Any]) -> tuple[int, int] | None:
-    """environment["gpu"]["compute_capability"] as (major, minor), from "9.0", [9, 0] or 90."""
-    cc = gpu.get("compute_capability")
-    try:
-        if isinstance(cc, (list, tuple)) and len(cc) == 2:
-            return int(cc[0]), int(cc[1])
-        if isinstance(cc, str) and "." in cc:
-            major, minor = cc.split(".", 1)
-            return int(major), int(minor)
-        if isinstance(cc, (int, str)):
-            return int(cc) // 10, int(cc) % 10
-    except ValueError:
-        pass
-    return None
-
-
 def _peaks_from_table(a: Analysis) -> tuple[dict[str, float], float | None, str]:
     """The datasheet peaks of roofline.PEAKS for the run's GPU (optional sibling module)."""
     try:
@@ -430,12 +563,14 @@ def _peaks_from_table(a: Analysis) -> tuple[dict[str, float], float | None, str]
     peak = find_peak(a.gpu, _compute_capability(gpu)) if a.gpu != "unknown" else None
     if peak is None:
         return {}, None, f"GPU {a.gpu!r} has no entry in roofline.PEAKS"
-    tflops = {d: t for d in a.recipes if (t := peak_tflops(peak, d))}
+    dtypes = dict.fromkeys(recipe_dtype(d) for d in a.recipes)
+    tflops = {d: t for d in dtypes if (t := peak_tflops(peak, d))}
     return tflops, peak.hbm_tb_per_sec, f"{peak.name} datasheet peaks"
 
 
 def roofline_peaks(a: Analysis) -> tuple[dict[str, float], float | None, str]:
-    """(dense TFLOP/s per dtype, HBM TB/s, note). Prefers the peaks the run recorded in its rows."""
+    """(dense TFLOP/s per dtype, HBM TB/s, note): every FP8 scheme shares the FP8 peak. Prefers
+    the peaks the run recorded in its rows."""
     tflops, bw = _peaks_from_rows(a.rows)
     note = "ceilings: the peaks the run used for its %-of-peak columns"
     if not tflops or bw is None:
@@ -451,11 +586,15 @@ def roofline_peaks(a: Analysis) -> tuple[dict[str, float], float | None, str]:
 
 __all__ = [
     # cells.py, re-exported: figures.py and markdown.py read everything through this module
-    "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "BASELINE", "QUANT", "KERNEL", "MODULE_KINDS",
+    "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "TORCH_MOE_LABEL", "BASELINE", "QUANT", "KERNEL",
+    "VLLM", "VLLM_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
-    "NOT_MEASURED", "backend_label", "has_time", "best_cell", "rows_on_quant_basis", "recipe_cell",
-    "baseline_cell", "speedup", "Crossover", "crossover",
+    "NOT_MEASURED", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
+    "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover",
+    # row_facts.py, re-exported
+    "CheckpointScheme",
     # this module
-    "Entry", "plan_of", "Rollup", "Analysis", "bases", "rollup_variants", "Verdict",
-    "summary_candidates", "summary_verdicts", "run_labels", "roofline_peaks",
+    "Entry", "plan_of", "Rollup", "Analysis", "bases", "measured_recipes", "rollup_variants",
+    "BASELINE_TITLE", "SUMMARY_BASES", "SUMMARY_BASIS_WORDS", "Verdict", "summary_candidates",
+    "summary_reference", "summary_verdicts", "run_labels", "roofline_peaks",
 ]

@@ -1,10 +1,11 @@
 """The vocabulary and the rules of one report cell: pure functions of `run/results.py` Rows.
 
 In: the rows of one (module, M, recipe). Out: the best backend's `Cell` on a cost basis (QUANT:
-kernel + activation quantization where measured; KERNEL: kernel only), the BF16 baseline cell,
-speed-ups and a module's `Crossover` over M; plus the recipes, bases and roll-up module kinds
-(MODULE_KIND_TABLE) the rest of report/ names. A cell without a number says why ("failed",
-"unsupported", "not measured"); nothing missing is ever counted as zero.
+kernel + activation quantization where measured; KERNEL: kernel only; VLLM: the best of the rows
+that time vLLM's default kernel, on the QUANT basis), the BF16 baseline cell, speed-ups and a
+module's `Crossover` over M; plus the recipes (each FP8 scheme is its own recipe), bases and
+roll-up module kinds (MODULE_KIND_TABLE) the rest of report/ names. A cell without a number says
+why ("failed", "unsupported", "not measured"); nothing missing is ever counted as zero.
 """
 
 from __future__ import annotations
@@ -15,12 +16,18 @@ from typing import Sequence
 
 from ..run.results import Row
 
-#: Recipes in display order; others found in results are appended after these.
-RECIPES = ("bf16", "fp8", "nvfp4")
-RECIPE_LABELS = {"bf16": "BF16", "fp8": "FP8", "nvfp4": "NVFP4"}
-#: The BF16 backend speed-ups are measured against when it has a number: cuBLAS via PyTorch,
-#: which is what vLLM's unquantized linear layer runs.
+#: Recipes in display order; others found in results are appended after these. FP8 is three
+#: recipes: the scale layout (vllm_rules/quant_config.py FP8_SCHEMES) picks a different kernel in
+#: vLLM, so two schemes never share a cell, a total or a verdict.
+RECIPES = ("bf16", "fp8.per_tensor", "fp8.per_token", "fp8.block128", "nvfp4")
+RECIPE_LABELS = {"bf16": "BF16", "fp8.per_tensor": "FP8 per-tensor", "fp8.per_token": "FP8 per-token",
+                 "fp8.block128": "FP8 block-128", "nvfp4": "NVFP4",
+                 "fp8": "FP8 (scheme not recorded)"}
+#: The BF16 backend speed-ups are measured against when it has a number: `torch`. For GEMMs that
+#: is F.linear on cuBLAS, vLLM's default; for MoE a PyTorch composite, not a vLLM kernel.
 BASELINE_BACKEND = "torch"
+#: How the torch MoE row is shown: it chains torch._grouped_mm with sort/gather/index_add.
+TORCH_MOE_LABEL = "torch composite"
 #: The pseudo-recipe of the baseline roll-up: every module at its BF16 baseline cell.
 BASELINE = "bf16_baseline"
 
@@ -29,6 +36,32 @@ BASELINE = "bf16_baseline"
 #: KERNEL: kernel-only rows.
 QUANT = "with_quant"
 KERNEL = "kernel"
+#: The vLLM-default basis: per module only the rows whose `vllm_default` is set, on the QUANT basis
+#: (vLLM quantizes activations on every call).
+VLLM = "vllm_default"
+#: Row marks of a cell whose winner times vLLM's default ("same") or its design ("design").
+VLLM_MARKS = {"same": "[vLLM]", "design": "[vLLM design]"}
+
+
+def recipe_of(row: Row) -> str:
+    """The report recipe of a row: its dtype, and for FP8 its scheme ("fp8.block128")."""
+    if row.dtype == "fp8":
+        return f"fp8.{row.scheme}" if row.scheme else "fp8"
+    return row.dtype
+
+
+def recipe_dtype(recipe: str) -> str:
+    """The dtype of a recipe key ("fp8.per_token" -> "fp8")."""
+    return recipe.split(".", 1)[0]
+
+
+def recipe_scheme(recipe: str) -> str:
+    """The FP8 scheme of a recipe key ("" for BF16/NVFP4)."""
+    return recipe.split(".", 1)[1] if "." in recipe else ""
+
+
+def recipe_label(recipe: str) -> str:
+    return RECIPE_LABELS.get(recipe, recipe)
 
 ATTN = "attention / mixer projections"
 MLP = "MLP"
@@ -98,8 +131,16 @@ NOT_MEASURED = Cell(None, "not measured")
 
 
 def backend_label(row: Row) -> str:
-    """The backend as shown: "cudnn", "torch/per_token" (variant appended when there is one)."""
-    return f"{row.backend}/{row.variant}" if row.variant else row.backend
+    """The backend as shown: "cudnn", "torch/per_token" (variant appended when there is one);
+    the torch MoE row is "torch composite", so it never reads as a vLLM kernel."""
+    name = TORCH_MOE_LABEL if (row.kind, row.backend) == ("moe", BASELINE_BACKEND) else row.backend
+    return f"{name}/{row.variant}" if row.variant else name
+
+
+def vllm_mark(row: Row | None) -> str:
+    """" [vLLM]" / " [vLLM design]" for a row that times vLLM's default, else ""."""
+    mark = VLLM_MARKS.get(row.vllm_default, "") if row is not None else ""
+    return f" {mark}" if mark else ""
 
 
 def has_time(row: Row) -> bool:
@@ -139,10 +180,17 @@ def rows_on_quant_basis(rows: Sequence[Row]) -> list[Row]:
 
 
 def recipe_cell(rows: Sequence[Row], basis: str) -> Cell:
-    """Best cell of one (module, M, recipe) for a cost basis (QUANT or KERNEL)."""
+    """Best cell of one (module, M, recipe) for a cost basis (QUANT, KERNEL or VLLM)."""
     if basis == KERNEL:
         return best_cell([r for r in rows if not r.with_quant])
+    if basis == VLLM:
+        return best_cell(rows_on_quant_basis([r for r in rows if r.vllm_default]))
     return best_cell(rows_on_quant_basis(rows))
+
+
+def default_cell(rows: Sequence[Row], basis: str) -> Cell:
+    """The best vLLM-default row of one (module, M, recipe) on a table's basis (QUANT or KERNEL)."""
+    return recipe_cell([r for r in rows if r.vllm_default], basis)
 
 
 def baseline_cell(bf16_rows: Sequence[Row]) -> Cell:
@@ -208,8 +256,9 @@ def crossover(baselines: Sequence[Cell], cells: Sequence[Cell], ms: Sequence[int
 
 
 __all__ = [
-    "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "BASELINE", "QUANT", "KERNEL", "MODULE_KINDS",
+    "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "TORCH_MOE_LABEL", "BASELINE", "QUANT", "KERNEL",
+    "VLLM", "VLLM_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
-    "NOT_MEASURED", "backend_label", "has_time", "best_cell", "rows_on_quant_basis", "recipe_cell",
-    "baseline_cell", "speedup", "Crossover", "crossover",
+    "NOT_MEASURED", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
+    "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover",
 ]

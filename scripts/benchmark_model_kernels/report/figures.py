@@ -3,8 +3,9 @@
 In: one or several Analyses and the folder to draw into. Out: fig_*.png files there, and for each
 [(title, file name)] for report.md; nothing is drawn when there is nothing to draw. One workdir:
 kernel time vs M per module (log-log, one line per backend; at most PANELS_PER_FIGURE panels per
-PNG), a roofline per recipe, and stacked bars of the per-step roll-up. Several workdirs: grouped
-bars of the per-step totals per M.
+PNG), a roofline per recipe (each FP8 scheme its own panel), and stacked bars of the per-step
+roll-up (vLLM default and best per recipe). Several workdirs: grouped bars of the per-step totals
+per M.
 """
 
 from __future__ import annotations
@@ -24,22 +25,28 @@ from .analysis import (
     MOE,
     OTHER,
     QUANT,
-    RECIPE_LABELS,
     RECIPES,
     ROUTER,
+    VLLM,
     Analysis,
     backend_label,
     has_time,
+    recipe_dtype,
+    recipe_label,
+    recipe_of,
     rollup_variants,
     roofline_peaks,
 )
 
 PANELS_PER_FIGURE = 12
 DPI = 110
-#: Line style per recipe; colours go per (recipe, backend) so a backend reads the same in every panel.
-RECIPE_STYLE = {"bf16": "-", "fp8": "--", "nvfp4": ":"}
+#: Line style per recipe (each FP8 scheme its own dash); colours go per backend so a backend reads
+#: the same in every panel.
+RECIPE_STYLE: dict[str, object] = {"bf16": "-", "fp8.per_tensor": "--", "fp8.per_token": (0, (6, 2, 1, 2)),
+                                   "fp8.block128": (0, (4, 1, 1, 1, 1, 1)), "nvfp4": ":"}
 KIND_COLORS = {ATTN: "#4C72B0", MLP: "#55A868", MOE: "#C44E52", ROUTER: "#8172B2", LM_HEAD: "#CCB974", OTHER: "#777777"}
-RECIPE_COLORS = {BASELINE: "#999999", "bf16": "#4C72B0", "fp8": "#DD8452", "nvfp4": "#55A868"}
+RECIPE_COLORS = {BASELINE: "#999999", "bf16": "#4C72B0", "fp8.per_tensor": "#DD8452",
+                 "fp8.per_token": "#C44E52", "fp8.block128": "#8C613C", "nvfp4": "#55A868"}
 
 
 def _plt():
@@ -67,12 +74,12 @@ def _grid(n: int) -> tuple[int, int]:
 
 
 def _series_key(row) -> tuple[str, str, bool]:
-    return (row.dtype, backend_label(row), bool(row.with_quant))
+    return (recipe_of(row), backend_label(row), bool(row.with_quant))
 
 
 def _series_label(key: tuple[str, str, bool]) -> str:
-    dtype, backend, quant = key
-    return f"{dtype} {backend}{' +quant' if quant else ''}"
+    recipe, backend, quant = key
+    return f"{recipe_label(recipe)} {backend}{' +quant' if quant else ''}"
 
 
 def time_vs_m(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
@@ -103,7 +110,7 @@ def time_vs_m(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
                              if (r.kind, r.name) == e.key and has_time(r) and _series_key(r) == key)
                 if not pts:
                     continue
-                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], RECIPE_STYLE.get(key[0], "-."),
+                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=RECIPE_STYLE.get(key[0], "-."),
                                   marker="x" if key[2] else "o", markersize=4, color=colors[key], linewidth=1.4)
                 handles.setdefault(key, line)
             ax.set_yscale("log")
@@ -113,19 +120,22 @@ def time_vs_m(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
             ax.yaxis.set_minor_formatter(FuncFormatter(
                 lambda v, _, narrow=narrow: f"{v:g}" if narrow or f"{v:g}"[0] in "25" else ""))
             _log_m_axis(ax, a.ms)
-            ax.set_title(textwrap.fill(f"{e.name}  {e.shape}  x{e.layers}", 44), fontsize=9)
+            tokens = f"  num_tokens={e.tokens_per_m}M" if e.tokens_per_m > 1 else ""
+            ax.set_title(textwrap.fill(f"{e.name}  {e.shape}{tokens}  x{e.layers}", 44), fontsize=9)
             ax.set_xlabel("M (tokens)", fontsize=8)
             ax.set_ylabel("median time (us)", fontsize=8)
             ax.tick_params(axis="y", labelsize=8)
             ax.grid(True, which="both", alpha=0.3)
         _hide_unused(axes, len(chunk))
         ordered = [k for k in keys if k in handles]
-        fig.legend([handles[k] for k in ordered], [_series_label(k) for k in ordered], loc="outside lower center",
-                   ncol=min(6, len(ordered)), fontsize=8, frameon=False)
+        labels = [_series_label(k) for k in ordered]
+        fig.legend([handles[k] for k in ordered], labels, loc="outside lower center",
+                   ncol=_legend_columns(fig, labels), fontsize=8, frameon=False)
         figs.append(_save_part(fig, out_dir, f"{prefix}time_vs_m", part, len(chunks),
                                f"Kernel time vs M per module, {a.label}",
-                               "log-log; solid BF16, dashed FP8, dotted NVFP4; "
-                               "x markers: kernel + activation quant"))
+                               "log-log; solid BF16, dashed FP8 per-tensor, dash-dot per-token, "
+                               "dash-dot-dot block-128, dotted NVFP4; x markers: kernel + activation quant; "
+                               "M = tokens of one rank's attention"))
     return figs
 
 
@@ -135,6 +145,14 @@ def _style_step_panel(ax, m: int) -> None:
     ax.set_ylabel("us per step (one rank)", fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def _legend_columns(fig, labels: Sequence[str], most: int = 6) -> int:
+    """As many legend columns as fit the figure's width at fontsize 8 (about 5.5 px a character
+    plus the handle), so a legend of long labels is never cut off at the edges."""
+    width_px = fig.get_figwidth() * DPI
+    per_entry = max((len(t) for t in labels), default=1) * 5.5 + 45
+    return max(1, min(most, len(labels), int(width_px // per_entry)))
 
 
 def _hide_unused(axes, used: int) -> None:
@@ -163,7 +181,7 @@ def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
         if not has_time(r) or r.with_quant or not r.flops or not r.bytes:
             continue
         tflops = r.tflops if r.tflops else r.flops / (r.median_us * 1e6)
-        pts.setdefault(r.dtype, []).append((r.flops / r.bytes, tflops, backend_label(r)))
+        pts.setdefault(recipe_of(r), []).append((r.flops / r.bytes, tflops, backend_label(r)))
     if not pts:
         return []
     plt = _plt()
@@ -182,7 +200,7 @@ def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
             if sel:
                 ax.scatter([p[0] for p in sel], [p[1] for p in sel], s=18, color=colors[b],
                            marker=markers[i % len(markers)], label=b, alpha=0.85)
-        peak = peaks.get(d)
+        peak = peaks.get(recipe_dtype(d))
         if peak or bw:
             import numpy as np
 
@@ -195,7 +213,7 @@ def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
         ax.set_xlim(x_lo, x_hi)
         ax.set_xlabel("arithmetic intensity (FLOP / byte)", fontsize=9)
         ax.set_ylabel("achieved TFLOP/s", fontsize=9)
-        ax.set_title(f"{d} kernels", fontsize=10)
+        ax.set_title(f"{a.recipe_title(d)} kernels", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     title = f"Roofline, {a.label} on {a.gpu}"
@@ -206,18 +224,24 @@ def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
     return [(title, fname)]
 
 
-def _bar_variants(a: Analysis) -> list[tuple[str, str]]:
-    """(recipe, bar label): analysis.rollup_variants on the +quant basis, with short labels."""
+def _bar_variants(a: Analysis) -> list[tuple[str, str, str]]:
+    """(recipe, basis, bar label): analysis.rollup_variants on the vLLM-default and +quant bases,
+    with short labels ("*": the checkpoint's FP8 scheme)."""
     out = []
     for d, basis, _ in rollup_variants(a):
-        if basis != QUANT:
+        if basis not in (QUANT, VLLM):
             continue
         if d == BASELINE:
             label = f"BF16\n{BASELINE_BACKEND}"
         else:
-            kind = "best" if d == "bf16" else ("+quant" if a.has_quant_rows(d) else "kernel")
-            label = f"{RECIPE_LABELS.get(d, d)}\n{kind}"
-        out.append((d, label))
+            if basis == VLLM:
+                kind = "vLLM"
+            else:
+                kind = "best" if d == "bf16" else ("+quant" if a.has_quant_rows(d) else "kernel")
+            mark = "*" if d == a.checkpoint.recipe else ""
+            name = recipe_label(d).replace("FP8 ", "FP8\n")  # two short lines fit under a bar
+            label = f"{name}{mark}\n{kind}"
+        out.append((d, basis, label))
     return out
 
 
@@ -236,10 +260,11 @@ def rollup_bars(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]
                                  3.8 * nrows + 0.8), squeeze=False, layout="constrained")
         for ax, m in zip(axes.flat, ms, strict=False):
             tops = []
-            for x, (recipe, _) in enumerate(variants):
-                r = a.rollup(recipe, m, QUANT)
+            for x, (recipe, basis, _) in enumerate(variants):
+                r = a.rollup(recipe, m, basis)
                 bottom = 0.0
-                for k in kinds:
+                # A total without any of its own modules would draw only the BF16-kept ones.
+                for k in kinds if not r.no_number else ():
                     v = r.by_kind.get(k, 0.0)
                     ax.bar(x, v, bottom=bottom, color=KIND_COLORS.get(k, "#777777"), width=0.7,
                            hatch=None if r.complete else "//", edgecolor="white" if r.complete else "black",
@@ -248,7 +273,7 @@ def rollup_bars(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]
                 tops.append((x, bottom, r))
             ymax = max((t[1] for t in tops), default=0.0) or 1.0
             for x, top, r in tops:
-                if len(r.missing) == r.n_modules:
+                if r.no_number:
                     text = "no number"
                 elif r.complete:
                     text = f"{top:,.0f}"
@@ -257,21 +282,20 @@ def rollup_bars(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]
                 ax.text(x, top + ymax * 0.02, text, ha="center", va="bottom", fontsize=7)
             ax.set_ylim(0, ymax * 1.35)
             ax.set_xticks(range(len(variants)))
-            ax.set_xticklabels([v[1] for v in variants], fontsize=8)
+            ax.set_xticklabels([v[2] for v in variants], fontsize=7)
             _style_step_panel(ax, m)
         _hide_unused(axes, len(ms))
         handles = [plt.Rectangle((0, 0), 1, 1, color=KIND_COLORS.get(k, "#777777")) for k in kinds]
         names = list(kinds)
-        if any(0 < len(a.rollup(d, m).missing) < len(a.entries) for d, _ in variants for m in ms
-               if d != BASELINE) or any(a.rollup(BASELINE, m).missing for m in ms):
+        if any(a.rollup(d, m, b).missing for d, b, _ in variants for m in ms):
             handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
             names.append("incomplete total (modules missing)")
-        fig.legend(handles, names, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8,
+        fig.legend(handles, names, loc="outside lower center", ncol=_legend_columns(fig, names, 4), fontsize=8,
                    frameon=False)
         figs.append(_save_part(fig, out_dir, f"{prefix}rollup", part, len(chunks),
                                f"Per-step GEMM + MoE kernel time by module kind, {a.label}",
-                               "best backend per module x per-step count; excludes attention "
-                               "kernels, norms, communication"))
+                               "vLLM default / best backend per module x per-step count; * checkpoint "
+                               "FP8 scheme; excludes attention kernels, norms, communication"))
     return figs
 
 
@@ -285,6 +309,7 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
     """Grouped bars: per M one panel, per run a group, per recipe a bar (per-step roll-up total)."""
     ms = sorted({m for a in analyses for m in a.ms})
     recipes = [d for d in RECIPES if any(a.has_number(d) for a in analyses)]
+    recipes += sorted({d for a in analyses for d in a.recipes if a.has_number(d)} - set(recipes))
     if not ms or not recipes:
         return []
     plt = _plt()
@@ -299,7 +324,7 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
             for i, a in enumerate(analyses):
                 x = i + (j - (len(recipes) - 1) / 2) * width
                 r = a.rollup(d, m, QUANT) if m in a.ms else None
-                if r is None or len(r.missing) == r.n_modules:
+                if r is None or r.no_number:
                     ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color="#555555")
                     continue
                 ax.bar(x, r.total_us, width=width,
@@ -312,12 +337,14 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
     _hide_unused(axes, len(ms))
     handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
     handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
-    names = [RECIPE_LABELS.get(d, d) + (" best" if d == "bf16" else " best (+quant where measured)")
+    names = [recipe_label(d) + (" best" if d == "bf16" else " best (+quant where measured)")
              for d in recipes]
-    fig.legend(handles, [*names, "incomplete total"], loc="outside lower center", ncol=len(handles),
-               fontsize=8, frameon=False)
+    names = [*names, "incomplete total"]
+    fig.legend(handles, names, loc="outside lower center", ncol=_legend_columns(fig, names), fontsize=8,
+               frameon=False)
     title = "Per-step GEMM + MoE kernel time per run"
-    fig.suptitle(title + "\n(one rank; n/a: no number; under EP an MoE row's M is tokens per rank)", fontsize=10)
+    fig.suptitle(title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an MoE layer "
+                 "under EP runs M*EP/TP)", fontsize=10)
     fname = f"{prefix}comparison.png"
     fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
     plt.close(fig)

@@ -1,8 +1,9 @@
 """The Markdown of report.md: every table and section, rendered from an `Analysis` (analysis.py).
 
 In: one or several `Analysis` objects and the (title, file name) of figures already drawn. Out: lists
-of Markdown lines: `workdir_section` (summary, header, warnings, per-step roll-up, per-module tables,
-crossovers, figures, cells without a number) and `comparison_section` (several runs side by side);
+of Markdown lines: `workdir_section` (summary led by what vLLM runs, header, warnings, per-step
+roll-up, per-module tables, crossovers, figures, cells without a number) and `comparison_section`
+(several runs side by side); each FP8 scheme is its own recipe throughout.
 `module_kind_table_markdown` is the table references/report.md carries. Nothing here computes a
 number or touches a file.
 """
@@ -24,8 +25,12 @@ from .analysis import (
     MOE,
     OTHER,
     QUANT,
-    RECIPE_LABELS,
     RECIPES,
+    SUMMARY_BASES,
+    SUMMARY_BASIS_WORDS,
+    TORCH_MOE_LABEL,
+    VLLM,
+    VLLM_MARKS,
     Analysis,
     Cell,
     Entry,
@@ -34,10 +39,16 @@ from .analysis import (
     backend_label,
     bases,
     has_time,
+    measured_recipes,
+    recipe_dtype,
+    recipe_label,
+    recipe_of,
     rollup_variants,
     run_labels,
     speedup,
+    summary_reference,
     summary_verdicts,
+    vllm_mark,
 )
 
 #: What the per-step roll-up leaves out; printed under every roll-up.
@@ -49,6 +60,22 @@ ROLLUP_EXCLUDES = (
 
 #: Table text of a module vLLM keeps in BF16 under a quantized recipe (vllm_rules/layers.py).
 KEPT_TEXT = "BF16 (kept by vLLM)"
+
+#: What the torch MoE row is, wherever the report explains it.
+TORCH_MOE_TEXT = ("PyTorch composite (torch._grouped_mm + sort/gather/index_add), not a vLLM kernel "
+                  "(torch._scaled_grouped_mm in FP8)")
+#: The BF16 cell a quantized module cell is compared with (Analysis.reference).
+REFERENCE_TEXT = ("BF16 vLLM default where it has a number, else the BF16 baseline (torch where it "
+                  "ran, else the best BF16 backend)")
+#: What M is, wherever the report explains it.
+M_TEXT = ("M = tokens of one rank's attention per step; an MoE layer under expert parallelism "
+          "runs num_tokens = M*EP/TP (it gathers the tokens of the EP/TP data-parallel attention "
+          "replicas)")
+#: The row marks, explained under the module tables and in the summary.
+MARKS_TEXT = (f"`{VLLM_MARKS['same']}`: the winner times the kernel vLLM dispatches by default for "
+              f"this layer kind, recipe and FP8 scheme on this GPU; `{VLLM_MARKS['design']}`: it "
+              "times vLLM's design in this tool's Triton code; `; vLLM default <backend> <us>` follows "
+              "when another backend won and the vLLM-default row has a number")
 
 
 def module_kind_table_markdown() -> str:
@@ -96,30 +123,42 @@ def _missing_text(c: Cell) -> str:
     return c.status  # the reason goes to the 'Cells without a number' list, keeping tables narrow
 
 
+def _shape_text(e: Entry) -> str:
+    """The logical shape; an MoE layer that runs more tokens than M says how many."""
+    return e.shape + (f", num_tokens={e.tokens_per_m}M" if e.tokens_per_m > 1 else "")
+
+
 def _module_cell(e: Entry) -> str:
-    text = f"{e.name} ({e.shape}) x{e.layers}"
+    text = f"{e.name} ({_shape_text(e)}) x{e.layers}"
     if e.padding:
         text += "; padded: " + "; ".join(e.padding)
     return text
 
 
-def _quant_cell_text(c: Cell, base: Cell) -> str:
+def _default_note(winner: Cell, default: Cell) -> str:
+    """"; vLLM default triton 15.1" when vLLM's default has a number but another row won."""
+    if default.us is None or default.row is winner.row:
+        return ""
+    return f"; vLLM default {default.backend} {fmt_us(default.us)}"
+
+
+def _quant_cell_text(c: Cell, ref: Cell, default: Cell) -> str:
     if c.us is None:
         return _missing_text(c)
-    sp = speedup(base, c)
+    sp = speedup(ref, c)
     vs = ""
-    if sp is not None and base.row is not None and base.row.backend != BASELINE_BACKEND:
-        vs = f" vs {base.backend} bf16"
-    return f"{fmt_us(c.us)} {c.backend} ({fmt_x(sp)}{vs})"
+    if sp is not None and ref.row is not None and ref.backend != BASELINE_BACKEND:
+        vs = f" vs {ref.backend} bf16"
+    return f"{fmt_us(c.us)} {c.backend}{vllm_mark(c.row)} ({fmt_x(sp)}{vs}){_default_note(c, default)}"
 
 
-def _bf16_cell_text(best: Cell, base: Cell) -> str:
+def _bf16_cell_text(best: Cell, base: Cell, default: Cell) -> str:
     if best.us is None:
         return _missing_text(best)
-    text = f"{fmt_us(best.us)} {best.backend}"
-    if base.row is not None and base.row is not best.row:
+    text = f"{fmt_us(best.us)} {best.backend}{vllm_mark(best.row)}"
+    if base.row is not None and base.row is not best.row and base.row is not default.row:
         text += f" ({base.backend} {fmt_us(base.us)})"
-    return text
+    return text + _default_note(best, default)
 
 
 def _header_lines(a: Analysis) -> list[str]:
@@ -145,6 +184,7 @@ def _header_lines(a: Analysis) -> list[str]:
     layers = model.num_hidden_layers if model is not None else None
     facts = [
         ("Model", f"{a.model} ({arch}{f', {layers} layers' if layers else ''})"),
+        ("FP8 scheme in vLLM", f"{recipe_label(a.checkpoint.recipe)} ({a.checkpoint.source})"),
         ("TP / EP", f"{tp} / {ep}"),
         ("GPU", gpu_text),
         ("Versions", versions_text),
@@ -161,20 +201,22 @@ def _header_lines(a: Analysis) -> list[str]:
     return _table(("", ""), [(k, v) for k, v in facts])
 
 
-def _basis_title(a: Analysis, dtype: str, basis: str) -> str:
-    label = RECIPE_LABELS.get(dtype, dtype)
+def _basis_title(a: Analysis, recipe: str, basis: str) -> str:
+    label = a.recipe_title(recipe)
     if basis == KERNEL:
         return f"{label}, kernel only (activations already quantized)"
-    if a.has_quant_rows(dtype):
+    if a.has_quant_rows(recipe):
         return f"{label}, kernel + activation quantization (BF16 activations in)"
-    return f"{label}, kernel only (this run measured no activation-quant time for {label})"
-
-
+    return f"{label}, kernel only (this run measured no activation-quant time for {recipe_label(recipe)})"
 
 
 def _rollup_text(r: Rollup, short: bool = False) -> str:
-    if r.n_modules and len(r.missing) == r.n_modules:
-        return "no number" if short else f"no number (all {r.n_modules} modules missing)"
+    if r.n_modules and r.no_number:
+        if short:
+            return "no number"
+        own = r.n_modules - len(r.kept)
+        return f"no number (all {own} modules missing)" if not r.kept else (
+            f"no number (all {own} quantized modules missing)")
     text = fmt_us(r.total_us)
     if not r.complete:
         text += (f" (incomplete: {len(r.missing)}/{r.n_modules} missing)" if short
@@ -191,12 +233,15 @@ def _rollup_lines(a: Analysis) -> list[str]:
         f"leaves out {ROLLUP_EXCLUDES}. A total marked incomplete is the partial sum over the "
         "modules that have a number; the missing modules are listed below the tables. Speed-ups "
         "are against the BF16 baseline total and only shown when both totals are complete. "
-        f"Under FP8 and NVFP4 the {', '.join(KEPT_IN_BF16)} GEMMs count with their BF16 baseline "
-        "time, because vLLM keeps them unquantized.",
+        f"Under every FP8 scheme and NVFP4 the {', '.join(KEPT_IN_BF16)} GEMMs count with their BF16 "
+        "time (the BF16 vLLM default on the vLLM-default lines, the BF16 baseline on the others), "
+        "because vLLM keeps them unquantized. **vLLM default** counts per module only the rows "
+        "that time vLLM's default kernel (or its design), +quant where timed; the Summary says "
+        "why a missing one is not timed.",
         "",
     ]
     variants = rollup_variants(a)
-    dropped = [RECIPE_LABELS.get(d, d) for d in a.recipes if not a.has_number(d)]
+    dropped = [recipe_label(d) for d in a.recipes if not a.has_number(d)]
     body, missing_notes = [], []
     for recipe, basis, title in variants:
         row = [title]
@@ -206,7 +251,7 @@ def _rollup_lines(a: Analysis) -> list[str]:
             sp = base.total_us / r.total_us if (r.complete and base.complete and r.total_us) else None
             shown = sp is not None and recipe != BASELINE
             row.append(_rollup_text(r) + (f" ({fmt_x(sp)})" if shown else ""))
-            if r.missing and len(r.missing) < r.n_modules:
+            if r.missing and not r.no_number:
                 missing_notes.append(f"- {title}, M={m}: missing {', '.join(r.missing)}")
         body.append(row)
     lines += ["Totals (us per step; in parentheses the speed-up vs the BF16 baseline total):", ""]
@@ -235,35 +280,42 @@ def _rollup_lines(a: Analysis) -> list[str]:
     return lines
 
 
+def _no_number_lines(a: Analysis, recipe: str) -> list[str]:
+    n = {st: sum(recipe_of(r) == recipe and r.status == st for r in a.rows) for st in ("unsupported", "failed")}
+    return [f"### {a.recipe_title(recipe)}", "",
+            f"No cell has a number ({n['unsupported']} unsupported, {n['failed']} failed rows); "
+            "the reasons are under 'Cells without a number'.", ""]
+
+
 def _module_tables(a: Analysis) -> list[str]:
     lines: list[str] = []
     header = ["module (logical shape) x per-step count", *[f"M={m}" for m in a.ms]]
     lines += [
-        "### BF16 (best backend; in parentheses the baseline when it is not the best)", "",
+        "### BF16 (best backend; in parentheses the baseline when it is neither the best nor vLLM's "
+        "default)", "",
         "Cells: time in us and the fastest backend.", "",
     ]
     body = []
     for e in a.entries:
-        body.append([_module_cell(e), *[_bf16_cell_text(a.cell(e, m, "bf16", KERNEL), a.baseline(e, m))
+        body.append([_module_cell(e), *[_bf16_cell_text(a.cell(e, m, "bf16", KERNEL), a.baseline(e, m),
+                                                        a.default_cell(e, m, "bf16", KERNEL))
                                         for m in a.ms]])
     lines += _table(header, body) + [""]
     for d in a.quantized:
         if not a.has_number(d):
-            n = {st: sum(r.dtype == d and r.status == st for r in a.rows) for st in ("unsupported", "failed")}
-            lines += [f"### {RECIPE_LABELS.get(d, d)}", "",
-                      f"No cell has a number ({n['unsupported']} unsupported, {n['failed']} failed rows); "
-                      "the reasons are under 'Cells without a number'.", ""]
+            lines += _no_number_lines(a, d)
             continue
         for basis in bases(a, d):
             lines += [f"### {_basis_title(a, d, basis)}", "",
-                      f"Cells: best time in us, its backend, (speed-up vs {BASELINE_BACKEND} bf16; another "
-                      "baseline is named when torch has no number).", ""]
+                      f"Cells: best time in us, its backend, (speed-up vs the {REFERENCE_TEXT}; named "
+                      f"when it is not the {BASELINE_BACKEND} GEMM).", ""]
             body = []
             for e in a.entries:
                 if kept_in_bf16(e.name) and not a.has_rows(e, d):
                     body.append([_module_cell(e), *[KEPT_TEXT] * len(a.ms)])
                     continue
-                body.append([_module_cell(e), *[_quant_cell_text(a.cell(e, m, d, basis), a.baseline(e, m))
+                body.append([_module_cell(e), *[_quant_cell_text(a.cell(e, m, d, basis), a.reference(e, m),
+                                                                 a.default_cell(e, m, d, basis))
                                                 for m in a.ms]])
             lines += _table(header, body) + [""]
     return lines
@@ -275,15 +327,13 @@ def _crossover_lines(a: Analysis) -> list[str]:
     cols = [(d, basis) for d in a.quantized for basis in bases(a, d)]
     header = ["module"]
     for d, basis in cols:
-        label = RECIPE_LABELS.get(d, d)
         how = "+quant" if basis == QUANT and a.has_quant_rows(d) else "kernel"
-        header.append(f"{label} {how} beats BF16 from")
-    body = [[f"{e.name} ({e.shape})",
+        header.append(f"{a.recipe_title(d)} {how} beats BF16 from")
+    body = [[f"{e.name} ({_shape_text(e)})",
              *[KEPT_TEXT if kept_in_bf16(e.name) and not a.has_rows(e, d) else a.crossover(e, d, b).text()
                for d, b in cols]] for e in a.entries]
     return [
-        f"Smallest M in the sweep at which the recipe's best time beats the BF16 baseline "
-        f"({BASELINE_BACKEND} where it ran, else the best BF16 backend).",
+        f"Smallest M in the sweep at which the recipe's best time beats the {REFERENCE_TEXT}.",
         "",
         *_table(header, body),
     ]
@@ -297,7 +347,7 @@ def _missing_cells_lines(a: Analysis) -> list[str]:
             continue
         status = r.status if r.status != "ok" else "failed"
         why = r.reason or ("ok row without a time" if r.status == "ok" else "no reason recorded")
-        what = f"{r.name} {r.dtype} {backend_label(r)}{' +quant' if r.with_quant else ''}"
+        what = f"{r.name} {recipe_label(recipe_of(r))} {backend_label(r)}{' +quant' if r.with_quant else ''}"
         groups.setdefault((status, why.strip()), {}).setdefault(what, []).append(r.m)
     if not groups:
         return ["Every row has a number."]
@@ -315,62 +365,151 @@ def _missing_cells_lines(a: Analysis) -> list[str]:
 # Summary: the answer first (per-step totals per recipe and the fastest recipe per M)
 
 
-def _verdict_text(v: Verdict) -> str:
+def _verdict_text(a: Analysis, v: Verdict) -> str:
     if not v.fastest:
         return "no complete total"
-    if v.fastest.startswith("BF16 baseline"):
-        return "BF16 baseline"
-    return f"**{v.fastest}** ({fmt_x(v.speedup)} vs baseline)" if v.speedup else f"**{v.fastest}**"
+    ref_recipe, ref_basis, _ = summary_reference(a)
+    is_reference = (v.fastest, v.basis) == (ref_recipe, ref_basis)
+    name = f"**{recipe_label(v.fastest)}**"
+    text = name if is_reference or v.speedup is None else f"{name} ({fmt_x(v.speedup)})"
+    ranked = sum(total is not None for _, total in v.totals)
+    if v.not_ranked and ranked == 1:
+        # Not a win: the other recipes' totals are incomplete, so nothing was compared.
+        return f"{text} (only complete total)"
+    if v.not_ranked:
+        return f"{text} (of {ranked} complete totals)"
+    return text
 
 
-def _common_reason(a: Analysis, dtype: str) -> str:
+def _summary_total_text(r: Rollup, ref: Rollup, is_reference: bool) -> str:
+    if r.no_number:
+        return "no number"
+    if not r.complete or r.total_us <= 0:
+        return "incomplete"
+    if is_reference or not ref.complete or not r.total_us:
+        return fmt_us(r.total_us)
+    return f"{fmt_us(r.total_us)} ({fmt_x(ref.total_us / r.total_us)})"
+
+
+def _summary_table(a: Analysis) -> list[str]:
+    """Rows: each recipe's vLLM-default and best-measured totals (the BF16 baseline first when it
+    is the reference), then the fastest recipe per M on each basis; columns: M."""
+    reference = summary_reference(a)
+    ref_recipe, ref_basis, _ = reference
+    lines_spec = [reference] if ref_recipe == BASELINE else []
+    lines_spec += [(d, basis, f"{a.recipe_title(d)} {SUMMARY_BASIS_WORDS[basis]}")
+                   for d in measured_recipes(a) for basis in SUMMARY_BASES]
+    body = []
+    for recipe, basis, title in lines_spec:
+        is_reference = (recipe, basis) == (ref_recipe, ref_basis)
+        body.append([title, *[_summary_total_text(a.rollup(recipe, m, basis), a.rollup(ref_recipe, m, ref_basis),
+                                                  is_reference) for m in a.ms]])
+    for basis in SUMMARY_BASES:
+        body.append([f"**fastest, {SUMMARY_BASIS_WORDS[basis]}**",
+                     *[_verdict_text(a, v) for v in summary_verdicts(a, basis)]])
+    return _table(["recipe", *[f"M={m}" for m in a.ms]], body)
+
+
+def _common_reason(a: Analysis, recipe: str) -> str:
     reasons: dict[str, int] = {}
     for r in a.rows:
-        if r.dtype == dtype and not has_time(r) and r.reason:
+        if recipe_of(r) == recipe and not has_time(r) and r.reason:
             reasons[r.reason] = reasons.get(r.reason, 0) + 1
     return max(reasons, key=reasons.get) if reasons else ""
 
 
+def _gap_subject(a: Analysis, names: Sequence[str]) -> str:
+    """"dense GEMMs (qkv_proj, o_proj)" / "MoE layers (experts)" / both, joined by "and"."""
+    kinds = {e.name: e.kind for e in a.entries}
+    gemms = [n for n in names if kinds.get(n) != "moe"]
+    moes = [n for n in names if kinds.get(n) == "moe"]
+    parts = ([f"dense GEMMs ({', '.join(gemms)})"] if gemms else []) + (
+        [f"MoE layers ({', '.join(moes)})"] if moes else [])
+    return " and ".join(parts)
+
+
+def _vllm_gap_lines(a: Analysis) -> list[str]:
+    """Per recipe whose vLLM-default total is incomplete: which kernel is not timed, and why."""
+    out = []
+    for d in measured_recipes(a):
+        gaps: dict[str, dict[str, set[int]]] = {}
+        for m in a.ms:
+            r = a.rollup(d, m, VLLM)
+            for name, why in zip(r.missing, r.why_missing, strict=True):
+                gaps.setdefault(why, {}).setdefault(name, set()).add(m)
+        if not gaps:
+            continue
+        parts = []
+        for why, names in gaps.items():
+            at = sorted(set().union(*names.values()))
+            where = "" if at == a.ms else f" at M={','.join(map(str, at))}"
+            parts.append(f"{_gap_subject(a, list(names))}{where} {why}")
+        out.append(f"- **{a.recipe_title(d)} vLLM default** is incomplete: " + "; ".join(parts) + ".")
+    return out
+
+
+def _definition_lines(a: Analysis) -> list[str]:
+    """What the lines of the summary table mean, and what the torch and triton rows are."""
+    lines = [
+        "- **vLLM default** = per module, the row that times the kernel vLLM dispatches by default "
+        "for this GPU, layer kind, recipe and FP8 scheme (vllm_rules/dispatch.py; marked "
+        f"`{VLLM_MARKS['same']}` in the module tables) or vLLM's design of it "
+        f"(`{VLLM_MARKS['design']}`), +quant where timed. **best measured** = the fastest measured "
+        "backend per module and M, +quant where the run timed the activation quantization (vLLM "
+        "quantizes activations on every call).",
+        f"- **BF16 baseline** = the `{BASELINE_BACKEND}` rows: `F.linear` on cuBLAS for GEMMs (vLLM's "
+        f"default BF16 GEMM) and, for MoE, `{TORCH_MOE_LABEL}`: a {TORCH_MOE_TEXT}; where torch has "
+        "no number, the best BF16 backend.",
+    ]
+    if any(r.backend == "triton" for r in a.rows):
+        lines.append("- `triton` rows = vLLM's design in this tool's Triton code: the algorithm of "
+                     "vLLM's Triton kernels, written and tuned here.")
+    return lines
+
+
+def _scheme_lines(a: Analysis) -> list[str]:
+    """The checkpoint's FP8 scheme, and what the summary does when the run has no row of it."""
+    if not any(recipe_dtype(d) == "fp8" for d in a.recipes):
+        return []
+    label = recipe_label(a.checkpoint.recipe)
+    lines = [f"- FP8 scheme this checkpoint runs with in vLLM: **{label}** ({a.checkpoint.source}); its "
+             "lines are marked (checkpoint scheme). Each FP8 scheme is its own recipe: vLLM runs a "
+             "different kernel for each."]
+    if a.checkpoint.recipe not in a.recipes:
+        lines.append(f"- {label} (checkpoint scheme): this run has no row of that scheme.")
+    return lines
+
+
 def summary_lines(a: Analysis) -> list[str]:
-    verdicts = summary_verdicts(a)
-    if not verdicts:
+    if not a.ms:
         return ["No row has an M: nothing to summarize."]
-    titles = [t for t, _ in verdicts[0].totals]
-    body = []
-    for v in verdicts:
-        base = dict(v.totals).get(titles[0])
-        cells = []
-        for title, total in v.totals:
-            if total is None:
-                cells.append("incomplete")
-            elif title == titles[0] or not base:
-                cells.append(fmt_us(total))
-            else:
-                cells.append(f"{fmt_us(total)} ({fmt_x(base / total)})")
-        body.append([str(v.m), *cells, _verdict_text(v)])
     gpu = a.gpu if a.gpu != "unknown" else "an unknown GPU"
+    ep = [e for e in a.entries if e.tokens_per_m > 1]
+    ep_text = (f" Here the MoE layers run num_tokens = {ep[0].tokens_per_m}M." if ep else "")
+    ref_recipe, _, ref_title = summary_reference(a)
+    why_ref = " (the BF16 vLLM-default total is incomplete)" if ref_recipe == BASELINE else ""
     lines = [
         f"GEMM + fused-MoE kernel time of one forward step on one rank of {gpu}, in us (lower is "
-        "better), and in parentheses the speed-up over the BF16 baseline. Kernel time only: no "
-        "attention, communication or launch gaps, so not a serving latency.",
+        f"better), and in parentheses the speed-up over the {ref_title} total{why_ref}. Kernel "
+        "time only: no attention, communication or launch gaps, so not a serving latency. "
+        f"{M_TEXT}.{ep_text}",
         "",
-        *_table(["M (tokens per rank)", *titles, "fastest"], body),
+        *_summary_table(a),
         "",
-        f"- **BF16 baseline** = the `{BASELINE_BACKEND}` backend (PyTorch: `F.linear` on cuBLAS for "
-        "GEMMs, grouped GEMMs for MoE), i.e. vLLM's unquantized path; where it has no number, the best "
-        "BF16 backend. **best** = the fastest measured backend per module and M. **+quant** adds the "
-        "measured activation quantization, which vLLM runs on every call.",
+        *_scheme_lines(a),
+        *_definition_lines(a),
     ]
     if any(kept_in_bf16(e.name) for e in a.entries) and a.quantized:
         kept = ", ".join(e.name for e in a.entries if kept_in_bf16(e.name))
-        lines.append(f"- Quantized totals count {kept} at the BF16 baseline time: vLLM keeps them "
-                     "unquantized.")
+        lines.append(f"- Quantized totals count {kept} at their BF16 time under every recipe: vLLM "
+                     "keeps them unquantized.")
+    lines += _vllm_gap_lines(a)
     for d in a.quantized:
         if not a.has_number(d):
             why = _common_reason(a, d)
-            lines.append(f"- {RECIPE_LABELS.get(d, d)}: no number on this GPU"
-                         + (f" (e.g. {why})" if why else "") + ".")
-    unranked = sorted({t for v in verdicts for t in v.not_ranked})
+            lines.append(f"- {recipe_label(d)}: no number on this GPU" + (f" (e.g. {why})" if why else "") + ".")
+    unranked = [f"{a.recipe_title(d)} {SUMMARY_BASIS_WORDS[basis]}" for basis in SUMMARY_BASES
+                for d in dict.fromkeys(d for v in summary_verdicts(a, basis) for d in v.not_ranked)]
     if unranked:
         lines.append(f"- Not ranked where incomplete (a module has no number): {', '.join(unranked)}; "
                      "see the per-step roll-up below.")
@@ -399,9 +538,10 @@ def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int 
     lines += [f"{h}# Per-module times by M", ""]
     lines += [
         "Times are medians in microseconds, one rank. Shapes are per-rank logical (what vLLM's layer "
-        "has); a backend that pads runs the physical shape listed after 'padded'. A cell without a "
-        "number says failed / unsupported / not measured; the reasons are under 'Cells without a "
-        "number'.",
+        "has); a backend that pads runs the physical shape listed after 'padded'. "
+        f"{M_TEXT}; an MoE module cell says `num_tokens=kM` when that is not M. Marks: {MARKS_TEXT}. "
+        "A cell without a number says failed / unsupported / not measured; the reasons are under "
+        "'Cells without a number'.",
         "",
     ]
     lines += _module_tables(a)
@@ -414,14 +554,26 @@ def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int 
     return lines
 
 
+def _ep_comparison_text(analyses: Sequence[Analysis]) -> str:
+    """What M means across runs, and the MoE token factor of each run that has MoE layers."""
+    factors = []
+    for i, a in enumerate(analyses, 1):
+        moe = [e for e in a.entries if e.kind == "moe"]
+        if moe:
+            k = moe[0].tokens_per_m
+            factors.append(f"#{i} num_tokens = {'M' if k == 1 else f'{k}M'}")
+    text = (f"{M_TEXT}, so at the same M runs with a different EP/TP run a different number of MoE "
+            "tokens and are a different global batch.")
+    return text + (f" MoE tokens per run: {', '.join(factors)}." if factors else "")
+
+
 def comparison_section(analyses: Sequence[Analysis], figures: Sequence[tuple[str, str]]) -> list[str]:
-    """Per-step roll-up totals of several workdirs side by side."""
+    """Per-step roll-up totals of several workdirs side by side, per recipe and basis."""
     lines = [
         "## Comparison: per-step GEMM + MoE kernel time (us, one rank)", "",
         "Each cell is the per-step roll-up total of one run (see each run's section for the split "
-        "and what is left out). Under expert parallelism an MoE row's M is the tokens on ONE rank, "
-        "so runs with different EP are not the same global batch at the same M. "
-        "A run whose GPU differs is named in the label.", "",
+        "and what is left out): its vLLM-default total and its best measured total (+quant where "
+        f"measured). {_ep_comparison_text(analyses)} A run whose GPU differs is named in the label.", "",
     ]
     gpus = {a.gpu for a in analyses}
     labels = run_labels(analyses)
@@ -431,26 +583,29 @@ def comparison_section(analyses: Sequence[Analysis], figures: Sequence[tuple[str
     recipes = [d for d in present if any(a.has_number(d) for a in analyses)]
     if len(recipes) < len(present):
         lines += ["Not compared (no run has a number): "
-                  + ", ".join(RECIPE_LABELS.get(d, d) for d in present if d not in recipes) + ".", ""]
+                  + ", ".join(recipe_label(d) for d in present if d not in recipes) + ".", ""]
     for d in recipes:
-        quant = ", +quant where measured" if d != "bf16" else ""
-        lines += [f"### {RECIPE_LABELS.get(d, d)} (best backend{quant})", ""]
+        lines += [f"### {recipe_label(d)}", ""]
         body = []
         for i, (a, label) in enumerate(zip(analyses, labels, strict=True), 1):
-            row = [f"#{i} {label}" + (f" [{a.gpu}]" if len(gpus) > 1 else "")]
-            for m in ms:
-                if d not in a.recipes or m not in a.ms:
-                    row.append("not measured")
-                else:
-                    row.append(_rollup_text(a.rollup(d, m, QUANT), short=True))
-            body.append(row)
-        lines += _table(["run", *[f"M={m}" for m in ms]], body) + [""]
+            name = f"#{i} {label}" + (f" [{a.gpu}]" if len(gpus) > 1 else "")
+            if d == a.checkpoint.recipe:
+                name += " (checkpoint scheme)"
+            for basis in SUMMARY_BASES:
+                row = [name, SUMMARY_BASIS_WORDS[basis]]
+                for m in ms:
+                    if d not in a.recipes or m not in a.ms:
+                        row.append("not measured")
+                    else:
+                        row.append(_rollup_text(a.rollup(d, m, basis), short=True))
+                body.append(row)
+        lines += _table(["run", "total", *[f"M={m}" for m in ms]], body) + [""]
     for title, fname in figures:
         lines += [f"**{title}**", "", f"![{title}]({fname})", ""]
     return lines
 
 
 __all__ = [
-    "ROLLUP_EXCLUDES", "KEPT_TEXT", "module_kind_table_markdown", "fmt_us", "fmt_x", "summary_lines",
-    "workdir_section", "comparison_section",
+    "ROLLUP_EXCLUDES", "KEPT_TEXT", "TORCH_MOE_TEXT", "M_TEXT", "MARKS_TEXT", "module_kind_table_markdown",
+    "fmt_us", "fmt_x", "summary_lines", "workdir_section", "comparison_section",
 ]

@@ -61,8 +61,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
     if with_ms:
         g.add_argument(
             "--ms", type=int, nargs="+", metavar="M", default=list(DEFAULT_MS),
-            help="Tokens per rank per step to sweep, e.g. --ms 1 8 64 512 "
-            f"(default {' '.join(map(str, DEFAULT_MS))}).")
+            help="Tokens M one rank's attention processes per step, e.g. --ms 1 8 64 512 "
+            f"(default {' '.join(map(str, DEFAULT_MS))}). Under expert parallelism an MoE layer "
+            "runs M x EP/TP tokens (--tp 1 --ep 8 at M=64: 512).")
     g.add_argument(
         "--dtypes", nargs="+", metavar="DTYPE", choices=DTYPES, default=list(DTYPES),
         help="Recipes to time, e.g. --dtypes bf16 fp8 (default: all of bf16 fp8 nvfp4).")

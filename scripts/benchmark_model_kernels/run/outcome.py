@@ -10,8 +10,11 @@ it), and `row_from_case` turns Case + Outcome into the results Row.
   - "[ERROR] No backends passed validation/to test"   -> unsupported when every reason printed
     before it ("[INFO] <b> backend does not support this configuration: <Exc>: <msg>",
     "[WARNING] <b> for routine <r> is not supported on compute capability X. Skipping.") is a
-    support statement; failed when a reason is a fault (CUDA error, out of memory)
-  - an exception ("[ERROR] Error: <msg>"), argparse exit, crash, timeout -> failed, quoted
+    support statement; failed when a reason is a fault (CUDA error, out of memory) or a set-up
+    problem (a missing compiler or optional package, `SETUP_PROBLEMS`: the reason then starts
+    with "set-up: <backend> needs <what> (<fix>); driver said: ...")
+  - an exception ("[ERROR] Error: <msg>"), argparse exit, crash, timeout -> failed, quoted (a
+    set-up problem in it gets the same "set-up: ..." lead)
   - CUPTI fallback ("... Falling back to CUDA events ...") -> failed unless allow_cuda_events
 `classify_python_case` does the same for torch-baseline and quant-timing cases.
 """
@@ -37,6 +40,40 @@ _ARGPARSE_ERROR = re.compile(r"^\S*: error: .*$", re.MULTILINE)
 _FAULT = re.compile(
     r"CUDA error|out of memory|illegal memory|device-side assert|launch failure|Segmentation",
     re.IGNORECASE,
+)
+#: Driver statements that name a missing tool or package rather than a limit of the GPU or shape:
+#: (pattern, what is missing, the fix); "{0}" in the last two is the pattern's first group. The
+#: first matching row names the problem, so the specific rows come before the generic ones.
+SETUP_PROBLEMS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # cuda-tile's cuda/tile/_compile.py `_find_compiler_bin` (cuda-tile 1.7.0) raises
+    # "FileNotFoundError: 'tileiras' compiler not found, make sure it is available as a python
+    # package via `pip install cuda-tile[tileiras]` or available in $PATH or $CUDA_HOME/bin via
+    # system CTK (13.1+) installation." when neither the nvidia-cuda-tileiras wheel, PATH nor
+    # $CUDA_HOME/bin has it. FlashInfer's cutile GEMM then fails its config search first
+    # ("ValueError: No valid config found", the cascade flashinfer/cutile/cutile_common.py
+    # `is_cuda_tile_available` describes), and the driver's mm_bf16 probe prints both
+    # (benchmarks/routines/gemm.py `testMmBf16`, "[INFO] {backend} backend does not support ...").
+    (re.compile(r"'tileiras' compiler not found"), "the tileiras compiler",
+     "pip install cuda-tile[tileiras], or CUDA Toolkit 13.1+ on PATH"),
+    # FlashInfer's cutile kernels import `cuda.tile` (requirements.txt: cuda-tile>=1.4.0).
+    (re.compile(r"No module named '(cuda\.tile)\b"), "the cuda-tile package (module {0})",
+     "pip install cuda-tile[tileiras]"),
+    # FlashInfer's CuTe-DSL kernels import `cutlass` from the optional nvidia-cutlass-dsl
+    # (pyproject.toml extras cu12/cu13); the H200 mm_bf16 "auto" probe printed
+    # "ModuleNotFoundError: No module named 'cutlass'" (tests/fixtures/driver/mm_bf16.log).
+    (re.compile(r"No module named '(cutlass)\b"), "the nvidia-cutlass-dsl package (module {0})",
+     "pip install 'nvidia-cutlass-dsl[cu13]' (CUDA 13) or nvidia-cutlass-dsl (CUDA 12)"),
+    # Any other missing module: Python's ModuleNotFoundError / ImportError text.
+    (re.compile(r"No module named '([\w]+)"), "the Python module {0}",
+     "pip install the package that provides it (FlashInfer's requirements.txt lists the "
+     "optional ones)"),
+    # Any other compiler that a JIT path looks up by name, in the same words as cuda-tile's.
+    (re.compile(r"'?([\w.+-]+)'? compiler not found"), "the {0} compiler",
+     "install it and put it on PATH"),
+    # A native extension whose shared library is not installed (ImportError from the loader).
+    (re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file"),
+     "the shared library {0}", "install the package that ships it, or add its folder to "
+     "LD_LIBRARY_PATH"),
 )
 TAIL_CHARS = 1500
 #: Printed by the worker before it re-runs a case without --autotune; only what follows counts.
@@ -151,6 +188,41 @@ def support_statements(log_text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def setup_problem(text: str, who: str) -> str:
+    """"set-up: <who> needs <what> (<fix>)" when `text` names a missing compiler, tool or package
+    (the first matching `SETUP_PROBLEMS` row); "" when it names none."""
+    for pattern, what, fix in SETUP_PROBLEMS:
+        found = pattern.search(text)
+        if found:
+            groups = found.groups()
+            return f"set-up: {who} needs {what.format(*groups)} ({fix.format(*groups)})"
+    return ""
+
+
+def _led_by_setup_problem(reason: str, who: str, quoted_as: str) -> str:
+    """`reason` behind the set-up problem it names, so the fix is the first thing a reader sees."""
+    problem = setup_problem(reason, who)
+    return f"{problem}; {quoted_as}: {reason}" if problem else reason
+
+
+def _statement_backend(statement: str) -> str:
+    found = _DOES_NOT_SUPPORT.match(statement)
+    return found.group(1) if found else ""
+
+
+def no_backends_outcome(statements: list[str], backend: str) -> Outcome:
+    """The driver skipped every backend: unsupported when each statement is a limit of the GPU or
+    shape; failed, led by the set-up problems, when one names a missing tool or package; failed
+    when one is a fault of the run."""
+    quoted = "; ".join(statements)
+    problems = [setup_problem(s, _statement_backend(s) or backend or "the case") for s in statements]
+    problems = list(dict.fromkeys(p for p in problems if p))
+    if problems:
+        return Outcome("failed", f"{'; '.join(problems)}; driver said: {quoted}")
+    status = "failed" if any(_FAULT.search(s) for s in statements) else "unsupported"
+    return Outcome(status, quoted)
+
+
 def _lost_reason(reply: WorkerReply, log_text: str) -> str:
     last = tail(log_text)
     return f"{reply.lost}; last output: {last}" if last else reply.lost
@@ -195,42 +267,68 @@ def classify_driver_case(
         return Outcome("failed", f"driver rejected its arguments: {msg}")
     if ans.get("exception"):
         errs = _ERROR_LINE.findall(log_text)
-        if not errs:
-            return Outcome("failed", ans["exception"])
-        return Outcome("failed", f"[ERROR] Error: {errs[-1].strip()} ({ans['exception'].split(':', 1)[0]})")
-    if _NO_BACKENDS.search(log_text):
+        error = (f"[ERROR] Error: {errs[-1].strip()} ({ans['exception'].split(':', 1)[0]})" if errs
+                 else ans["exception"])
+        return Outcome("failed", _led_by_setup_problem(error, backend or "the case", "driver said"))
+    verdict = _NO_BACKENDS.search(log_text)
+    if verdict:
         statements = support_statements(log_text)
-        verdict = _NO_BACKENDS.search(log_text).group(0)
         if not statements:
-            return Outcome("failed", f"driver skipped the case without a reason: {verdict}")
-        reason = "; ".join(statements)
-        status = "failed" if any(_FAULT.search(s) for s in statements) else "unsupported"
-        return Outcome(status, reason)
+            return Outcome("failed", f"driver skipped the case without a reason: {verdict.group(0)}")
+        return no_backends_outcome(statements, backend)
     if ans.get("poisoned"):
         return Outcome("failed", f"CUDA error: {ans['poisoned']}")
     last = tail(log_text)
     return Outcome("failed", "driver wrote no result row and no error" + (f"; last output: {last}" if last else ""))
 
 
+#: The worker's "measurement" answer for a torch, Triton or quant-timing case: run/worker.py
+#: `_run_python_case` copies these fields of the backend's `timing.Measurement`.
+#:   median_us, std_us  float, microseconds
+#:   timer              "cupti", "cuda_events" or "cuda_graph": what produced the numbers
+#:   note               remarks joined with "; ", for the row's reason: what the timed op did
+#:                      (run/triton_backend.py `_time_tuned`: "tiles from the cache: <tiles>" or
+#:                      "tiles searched over N configs: <tiles>"; run/torch_backend.py MoE: "no
+#:                      (token, expert) pair of the seeded routing reached this rank's ..."), and
+#:                      last, from `timing.bench`, FlashInfer's CUPTI-fallback warning, which is
+#:                      evidence for the timer, not a remark (`split_measurement_note`)
+MEASUREMENT_KEYS = ("median_us", "std_us", "timer", "note")
+
+
+def split_measurement_note(note: str) -> tuple[str, str]:
+    """(remarks, CUPTI-fallback warning) of a measurement's note.
+
+    The backends join their remarks and `timing.bench`'s fallback warning with "; "; the parts
+    that quote the warning say why the timer is not CUPTI, the others belong on the row."""
+    parts = [p.strip() for p in (note or "").split("; ") if p.strip()]
+    remarks = [p for p in parts if not cupti_fallback_in(p)]
+    fallback = [p for p in parts if cupti_fallback_in(p)]
+    return "; ".join(remarks), "; ".join(fallback)
+
+
 def classify_python_case(log_text: str, reply: WorkerReply, settings: RunSettings) -> Outcome:
-    """ok / unsupported / failed for a torch-baseline or quant-timing case."""
+    """ok / unsupported / failed for a torch-baseline, Triton or quant-timing case.
+
+    An ok row's reason is the caveat (a CUDA error after timing), then the measurement's remarks
+    (`MEASUREMENT_KEYS` "note"), then the timer label `apply_timer_policy` adds."""
     ans = reply.answer
     if reply.lost:
         return Outcome("failed", _lost_reason(reply, log_text))
     if ans.get("unsupported"):
         return Outcome("unsupported", ans["unsupported"])
     if ans.get("exception"):
-        return Outcome("failed", ans["exception"])
+        return Outcome("failed", _led_by_setup_problem(ans["exception"], "the case", "error"))
     m = ans.get("measurement")
     if not m:
         return Outcome("failed", "no measurement returned" + (f"; last output: {tail(log_text)}" if log_text else ""))
+    remarks, fallback_warning = split_measurement_note(m.get("note") or "")
     caveat = f"CUDA error after timing: {ans['poisoned']}" if ans.get("poisoned") else ""
-    out = Outcome("ok", caveat, m["median_us"], m["std_us"])
+    out = Outcome("ok", "; ".join(x for x in (caveat, remarks) if x), m["median_us"], m["std_us"])
     text = log_text + "\n" + "\n".join(ans.get("warnings") or [])
     timer = m.get("timer") or "cupti"
-    if timer == "cupti" and cupti_fallback_in(text):
+    if timer == "cupti" and (fallback_warning or cupti_fallback_in(text)):
         timer = fallback_timer(settings.cuda_graph)  # the warning wins over a claimed "cupti"
-    evidence = m.get("note") or cupti_fallback_reason(text) or f"the backend reported timer {timer!r}"
+    evidence = fallback_warning or cupti_fallback_reason(text) or f"the backend reported timer {timer!r}"
     return apply_timer_policy(out, timer, evidence, settings)
 
 
@@ -241,7 +339,8 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
     if isinstance(lg, GemmShape):
         shape = {"n": lg.n, "k": lg.k, "phys_n": ph.n, "phys_k": ph.k}
     elif isinstance(lg, MoeShape):
-        shape = {"hidden": lg.hidden, "intermediate": lg.intermediate, "experts": lg.experts,
+        shape = {"num_tokens": lg.num_tokens, "hidden": lg.hidden,
+                 "intermediate": lg.intermediate, "experts": lg.experts,
                  "global_experts": lg.global_experts, "top_k": lg.top_k,
                  "phys_hidden": ph.hidden, "phys_intermediate": ph.intermediate,
                  "activation": case.activation,
@@ -249,23 +348,29 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
     return Row(
         case_id=case.case_id, kind=case.kind, name=case.name, modules="|".join(case.modules),
         layers=case.layers, m=case.m, dtype=case.dtype, backend=case.backend, routine=case.routine,
-        variant=case.variant, with_quant=case.with_quant, **shape,
+        variant=case.variant, with_quant=case.with_quant, scheme=case.scheme,
+        vllm_default=case.vllm_default, **shape,
         median_us=outcome.median_us, std_us=outcome.std_us, quant_us=quant_us,
         status=outcome.status, reason=outcome.reason, timer=outcome.timer,
     )
 
 
 __all__ = [
+    "MEASUREMENT_KEYS",
     "RETRY_MARKER",
+    "SETUP_PROBLEMS",
     "Outcome",
     "WorkerReply",
     "apply_timer_policy",
     "classify_driver_case",
     "classify_python_case",
     "fallback_timer",
+    "no_backends_outcome",
     "pick_row",
     "read_driver_csv",
     "row_from_case",
+    "setup_problem",
+    "split_measurement_note",
     "support_statements",
     "tail",
     "timer_from_output",

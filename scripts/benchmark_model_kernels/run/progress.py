@@ -20,7 +20,9 @@ def _clock(seconds: float) -> str:
 
 def progress_line(i: int, total: int, case: Case, row: Row, elapsed: float, eta: float | None) -> str:
     width = len(str(total))
-    what = (f"[{i:>{width}}/{total}] {case.kind} {case.name} m={case.m} {case.dtype} {case.backend}"
+    tokens = getattr(case.logical, "num_tokens", case.m)
+    m_text = f"m={case.m}" + (f" (num_tokens={tokens})" if tokens != case.m else "")
+    what = (f"[{i:>{width}}/{total}] {case.kind} {case.name} {m_text} {case.dtype} {case.backend}"
             + (f" {case.variant}" if case.variant else "") + (" +quant" if case.with_quant else ""))
     if row.status == "ok":
         result = f"ok {row.median_us:.1f} us"

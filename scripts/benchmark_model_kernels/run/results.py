@@ -71,19 +71,26 @@ class Row:
     layers: int
     """Per-step invocation count on one rank."""
     m: int
-    """Tokens M (MoE: num_tokens on this rank)."""
+    """Tokens M of one step in this rank's attention (the sweep value)."""
     dtype: str
     """"bf16", "fp8", "nvfp4"."""
     backend: str
     routine: str
     variant: str
     with_quant: bool
+    scheme: str = ""
+    """FP8 rows: "per_tensor", "per_token" or "block128" (how the kernel takes its scales)."""
+    vllm_default: str = ""
+    """"same": the kernel vLLM dispatches by default for this layer kind, recipe and scheme on
+    this GPU; "design": vLLM's algorithm in this tool's code; "": a comparison row."""
     # --- GEMM shape (None for MoE rows)
     n: int | None = None
     k: int | None = None
     phys_n: int | None = None
     phys_k: int | None = None
     # --- MoE shape (None for GEMM rows)
+    num_tokens: int | None = None
+    """Tokens the MoE layer runs: M * EP/TP under expert parallelism (M without it)."""
     hidden: int | None = None
     intermediate: int | None = None
     experts: int | None = None

@@ -196,7 +196,7 @@ def row_flops_bytes(row) -> tuple[float, float] | None:
         return gemm_flops_bytes(row.m, row.n, row.k, row.dtype)
     if row.kind == "moe" and row.hidden and row.intermediate and row.experts and row.top_k:
         return moe_flops_bytes(
-            row.m,
+            row.num_tokens or row.m,  # rows written before num_tokens ran num_tokens = M
             row.hidden,
             row.intermediate,
             row.experts,

@@ -23,7 +23,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Iterable, TextIO
 
 from ..cases.schema import Case
@@ -159,7 +159,10 @@ def _same_case(row: Row, fresh: Row) -> bool:
     """A kept row still describes the case planned now (same shape, routine, recipe)."""
     keys = ("kind", "name", "m", "dtype", "backend", "routine", "variant", "with_quant", "n", "k",
             "phys_n", "phys_k", "hidden", "intermediate", "experts", "global_experts", "top_k",
-            "phys_hidden", "phys_intermediate", "activation", "routing_method")
+            "phys_hidden", "phys_intermediate", "activation", "routing_method", "num_tokens")
+    # Rows written before num_tokens ran the MoE layer at num_tokens = M: only those still agree.
+    if row.kind == "moe" and row.num_tokens is None:
+        row = replace(row, num_tokens=row.m)
     return all(getattr(row, k) == getattr(fresh, k) for k in keys)
 
 

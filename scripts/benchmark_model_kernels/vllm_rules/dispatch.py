@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: FP8 schemes: how activations and weights carry their scales.
-FP8_SCHEMES = ("per_tensor", "per_token", "block128")
+from .quant_config import FP8_SCHEMES
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,11 @@ VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
                         "is vLLM's second choice"),
     VllmDefault("sm100", "moe", "fp8", "per_tensor", "FlashInfer TRTLLM per-tensor FP8 MoE", "trtllm",
                 "trtllm_fp8_per_tensor_scale_moe", "same"),
+    VllmDefault("sm100", "gemm", "fp8", "block128", "DeepGEMM / vLLM CUTLASS block-scaled GEMM",
+                missing="vLLM's block-FP8 linear kernels need DeepGEMM or vLLM installed; the "
+                        "FlashInfer gemm_fp8_nt_groupwise and triton rows are comparisons"),
+    VllmDefault("sm100", "moe", "fp8", "block128", "FlashInfer TRTLLM block-scale FP8 MoE", "trtllm",
+                "trtllm_fp8_block_scale_moe", "same"),
     VllmDefault("sm100", "moe", "nvfp4", "", "FlashInfer TRTLLM NVFP4 MoE", "trtllm",
                 "trtllm_fp4_block_scale_moe", "same"),
 )
@@ -124,5 +128,14 @@ def is_vllm_default(row: VllmDefault | None, backend: str, routine: str) -> bool
     return not row.routine or row.routine == routine
 
 
-__all__ = ["FP8_SCHEMES", "VLLM_DEFAULTS", "VllmDefault", "gpu_family", "is_vllm_default",
-           "vllm_default"]
+def default_match(compute_capability: tuple[int, int] | None, kind: str, recipe: str, scheme: str,
+                  backend: str, routine: str, expert_parallel: bool) -> str:
+    """"same", "design" or "": how a row of `backend`/`routine` relates to vLLM's default kernel
+    for (kind, recipe, scheme) on a GPU of `compute_capability` ("" when it is not it, or the
+    GPU is unknown or has no table)."""
+    row = vllm_default(gpu_family(compute_capability), kind, recipe, scheme, expert_parallel)
+    return row.match if row is not None and is_vllm_default(row, backend, routine) else ""
+
+
+__all__ = ["FP8_SCHEMES", "VLLM_DEFAULTS", "VllmDefault", "default_match", "gpu_family",
+           "is_vllm_default", "vllm_default"]

@@ -190,6 +190,29 @@ def gdn_per_rank(num_k_heads: int, num_v_heads: int, head_k_dim: int, head_v_dim
     return 2 * hk_r * head_k_dim + 2 * hv_r * head_v_dim, 2 * hv_r, hv_r * head_v_dim
 
 
+def moe_tokens_per_m(tp: int, ep: int) -> int:
+    """Tokens a rank's MoE layer runs per token M of its attention: EP/TP under expert parallelism,
+    1 without it.
+
+    vLLM builds the EP group from data-parallel x tensor-parallel ranks (EP = DP*TP,
+    vllm/model_executor/layers/fused_moe/config.py: FusedMoEParallelConfig.make, use_ep ->
+    ep_size = dp_size * tp_size). Each of the DP attention replicas holds its own M tokens; the
+    MoE layer gathers the tokens of all DP ranks (`get_ep_group().dispatch`: an all-gather, or an
+    all-to-all of the token-expert pairs), so one EP rank computes its local experts' share of
+    M*DP = M*EP/TP tokens, routed over all experts (vllm/model_executor/layers/fused_moe/layer.py:
+    FusedMoE.forward_impl, do_naive_dispatch_combine when dp_size > 1; the all-to-all
+    prepare/finalize kernels move the same pairs). TP=EP (DP=1) gives M; TP=1 EP=8 gives 8M.
+
+    >>> moe_tokens_per_m(1, 1), moe_tokens_per_m(4, 4), moe_tokens_per_m(1, 8), moe_tokens_per_m(2, 8)
+    (1, 1, 8, 4)
+    """
+    if ep <= 1:
+        return 1
+    if ep % tp:
+        raise UsageError("--ep", ep, f"must be 1 or a multiple of --tp={tp} (vLLM: EP = DP x TP)")
+    return ep // tp
+
+
 def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
     """Global index of EP rank `rank`'s first expert under vLLM's default linear placement: a
     contiguous block starting at rank*(E//ep) + min(rank, E%ep), the remainder going to the first
@@ -203,6 +226,6 @@ def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
 
 __all__ = [
     "VOCAB_PADDING", "SPLIT", "ROLE_KIND", "require_divides", "split", "pad_vocab", "vocab_per_rank",
-    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "first_local_expert", "mamba2_in_proj_per_rank",
-    "gdn_per_rank",
+    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "moe_tokens_per_m", "first_local_expert",
+    "mamba2_in_proj_per_rank", "gdn_per_rank",
 ]

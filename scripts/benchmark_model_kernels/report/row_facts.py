@@ -1,0 +1,97 @@
+"""Facts a results row carries today, filled in for rows written before they were recorded.
+
+In: a parsed results.json. Out: its Rows (`run/results.py`) with `scheme`, `vllm_default` and
+(MoE) `num_tokens` present. A row that recorded a field keeps it; a row whose dict lacks the key
+gets it by the rule the runner applies now (`cases.backends.scheme_of`,
+`vllm_rules.dispatch.default_match` for the compute capability the environment recorded), and an
+old MoE row ran num_tokens = M (runs before expert-parallel token scaling). Also the checkpoint's
+FP8 scheme as the plan records it, with the defaults for plans that predate it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..cases.backends import scheme_of
+from ..plan.schema import Plan
+from ..run.results import Row, row_from_dict
+from ..vllm_rules.dispatch import default_match
+
+#: The scheme assumed where the plan names none: vLLM's online FP8 of a BF16 checkpoint.
+DEFAULT_FP8_SCHEME = "per_tensor"
+
+
+def compute_capability(gpu: dict[str, Any]) -> tuple[int, int] | None:
+    """environment["gpu"]["compute_capability"] as (major, minor), from "9.0", [9, 0] or 90."""
+    cc = gpu.get("compute_capability")
+    try:
+        if isinstance(cc, (list, tuple)) and len(cc) == 2:
+            return int(cc[0]), int(cc[1])
+        if isinstance(cc, str) and "." in cc:
+            major, minor = cc.split(".", 1)
+            return int(major), int(minor)
+        if isinstance(cc, (int, str)):
+            return int(cc) // 10, int(cc) % 10
+    except ValueError:
+        pass
+    return None
+
+
+def environment_cc(results: dict[str, Any]) -> tuple[int, int] | None:
+    """The compute capability results.json's environment recorded (None when it did not)."""
+    env = results.get("environment") or {}
+    gpu = env.get("gpu") if isinstance(env, dict) else None
+    return compute_capability(gpu) if isinstance(gpu, dict) else None
+
+
+def _with_facts(raw: dict[str, Any], cc: tuple[int, int] | None, expert_parallel: bool) -> Row:
+    row = row_from_dict(raw)
+    scheme = row.scheme if "scheme" in raw else scheme_of(row.kind, row.dtype, row.routine,
+                                                          row.backend, row.variant)
+    match = row.vllm_default if "vllm_default" in raw else default_match(
+        cc, row.kind, row.dtype, scheme, row.backend, row.routine, expert_parallel)
+    tokens = row.num_tokens if row.num_tokens is not None or row.kind != "moe" else row.m
+    if (scheme, match, tokens) == (row.scheme, row.vllm_default, row.num_tokens):
+        return row
+    return replace(row, scheme=scheme, vllm_default=match, num_tokens=tokens)
+
+
+def rows_with_facts(results: dict[str, Any], plan: Plan | None) -> list[Row]:
+    """Every row of `results`, with the facts it lacks derived (see the module docstring)."""
+    cc = environment_cc(results)
+    expert_parallel = plan is not None and plan.ep > 1
+    return [_with_facts(raw, cc, expert_parallel) for raw in results.get("rows", [])]
+
+
+@dataclass(frozen=True)
+class CheckpointScheme:
+    """The FP8 scheme vLLM would serve the checkpoint with, and why the report says so."""
+
+    scheme: str
+    """"per_tensor", "per_token" or "block128" (never empty: DEFAULT_FP8_SCHEME stands in)."""
+    source: str
+    """The plan's reason, or why the report assumed DEFAULT_FP8_SCHEME."""
+
+    @property
+    def recipe(self) -> str:
+        return f"fp8.{self.scheme}"
+
+
+def checkpoint_scheme(plan: Plan | None) -> CheckpointScheme:
+    """The plan's `fp8_scheme`; per-tensor when the plan predates it, has none (no plan), or the
+    checkpoint is quantized to something that is not FP8 (its source then says so)."""
+    if plan is None:
+        return CheckpointScheme(DEFAULT_FP8_SCHEME, "no plan (shapes given by hand): vLLM's online "
+                                "FP8 is per-tensor")
+    scheme, source = plan.model.fp8_scheme, plan.model.fp8_scheme_source
+    if scheme:
+        return CheckpointScheme(scheme, source or "recorded by the plan")
+    if not source:
+        return CheckpointScheme(DEFAULT_FP8_SCHEME, "not recorded by this run")
+    return CheckpointScheme(DEFAULT_FP8_SCHEME, f"{source}; the FP8 lines assume vLLM's online "
+                            "per-tensor FP8 of its weights")
+
+
+__all__ = ["DEFAULT_FP8_SCHEME", "compute_capability", "environment_cc", "rows_with_facts",
+           "CheckpointScheme", "checkpoint_scheme"]
