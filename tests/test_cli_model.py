@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -49,12 +52,15 @@ def test_preview_and_plan_json(tmp_path, capsys):
     assert set(json.loads(out_json.read_text())) >= {"model", "tp", "ep", "gemms", "moe", "unsupported"}
 
 
-def test_plan_json_overwrites_only_its_path(tmp_path, capsys):
+def test_plan_json_replaces_an_existing_file_only_with_force_and_only_its_path(tmp_path, capsys):
     target = tmp_path / "plan.json"
     target.write_text("old")
     other = tmp_path / "keep.txt"
     other.write_text("keep")
-    rc, _, _ = run([tiny(tmp_path), "--print_only", "--plan_json", str(target)], capsys)
+    rc, out, err = run([tiny(tmp_path), "--print_only", "--plan_json", str(target)], capsys)
+    assert (rc, out) == (2, "") and target.read_text() == "old"
+    assert err == f"error: --plan_json={target}: already exists; pass --force to replace it, or choose another path\n"
+    rc, _, _ = run([tiny(tmp_path), "--print_only", "--plan_json", str(target), "--force"], capsys)
     assert rc == 0 and target.read_text().startswith("{") and other.read_text() == "keep"
     assert sorted(os.listdir(tmp_path)) == ["keep.txt", "m", "plan.json"]  # no temp file left
 
@@ -237,7 +243,7 @@ BAD_INPUT = [
     ("builtin", ["--nks", "1,2,a", "3,4,a", "--workdir", "{w}", "--dry_run"], "--nks=a: names must be unique"),
     ("builtin", ["--nks", "0,4096,a", "--workdir", "{w}", "--dry_run"], "--nks=0,4096,a: N='0' must be"),
     ("builtin", ["--nks", "64,64,a", "--ms", "1.5", "--workdir", "{w}", "--dry_run"], "--ms=1.5:"),
-    ("builtin", ["--plan", "{badjson}", "--workdir", "{w}", "--dry_run"], "--plan={badjson}: is not a plan JSON"),
+    ("builtin", ["--plan", "{badjson}", "--workdir", "{w}", "--dry_run"], "--plan={badjson}: is not valid JSON"),
     ("builtin", ["--plan", "{t}", "--workdir", "{w}", "--dry_run"], "--plan={t}: cannot be read"),
     ("builtin", ["--plan", "{t}/nope.json", "--workdir", "{w}", "--dry_run"], "--plan={t}/nope.json: cannot"),
     ("builtin", ["--moe_hidden", "2048", "--workdir", "{w}", "--dry_run"], "--moe_intermediate=None: is required"),
@@ -255,7 +261,53 @@ BAD_INPUT = [
     ("report", ["{badresults}"], "WORKDIR={badresults}: results.json is not valid JSON"),
     ("report", ["{done}", "--out", "{file}"], "--out={file}: is a file"),
     ("report", ["{done}", "--out"], "--out=(missing): expected one argument, e.g. --out runs/compare"),
+    # Duplicate sweep values, and paths that would overwrite or read back what exists.
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--ms", "8", "8"], "--ms=8 8: lists 8 twice"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--dtypes", "bf16", "bf16"], "--dtypes=bf16 bf16: lists bf16"),
+    ("model", M + ["--print_only", "--plan_json", "{file}"], "--plan_json={file}: already exists"),
+    ("model", ["{cfg:ok}", "--print_only", "--plan_json", "{cfg:ok}/config.json", "--force"],
+     "--plan_json={cfg:ok}/config.json: is the config.json"),
+    ("model", M + ["--print_only", "--plan_json", "/proc/nope/plan.json"], "--plan_json=/proc/nope/plan.json:"),
+    ("model", M + ["--dry_run", "--workdir", "{foreign}"], "--workdir={foreign}: holds other files"),
+    ("model", M + ["--dry_run", "--workdir", "$NO_SUCH_VAR_BMK/x"], "--workdir=$NO_SUCH_VAR_BMK/x: environment"),
+    # Config files the planner would read wrong: missing keys, wrong types and ranges, bad bytes.
+    ("model", ["{cfg:no_kv_heads}", "--print_only"], "config.json: num_key_value_heads missing"),
+    ("model", ["{cfg:heads_str}", "--print_only"], 'config.json: num_attention_heads="32": must be a positive integer'),
+    ("model", ["{cfg:heads_float}", "--print_only"], "config.json: num_attention_heads=32.5:"),
+    ("model", ["{cfg:heads_null}", "--print_only"], "config.json: num_attention_heads=null: must be a positive"),
+    ("model", ["{cfg:heads_bool}", "--print_only"], "config.json: num_attention_heads=true: must be a positive"),
+    ("model", ["{cfg:heads_zero}", "--print_only"], "config.json: num_attention_heads=0:"),
+    ("model", ["{cfg:layers_huge}", "--print_only"], "config.json: num_hidden_layers=10000000:"),
+    ("model", ["{cfg:hidden_neg}", "--print_only"], "config.json: hidden_size=-4096:"),
+    ("model", ["{cfg:top_k_zero}", "--print_only"], "config.json: num_experts_per_tok=0:"),
+    ("model", ["{cfg:top_k_big}", "--print_only"], "config.json: num_experts_per_tok=200:"),
+    ("model", ["{cfg:not_utf8}", "--print_only"], "MODEL={cfg:not_utf8}/config.json: config.json is not UTF-8"),
+    ("model", ["{cfg:list}", "--print_only"], "MODEL={cfg:list}/config.json: config.json must hold a JSON object"),
+    ("model", ["{cfg:not_json}", "--print_only"], "MODEL={cfg:not_json}/config.json: config.json is not valid JSON"),
+    # Plan and results files whose content is not what they claim.
+    ("builtin", ["--plan", "{plan:neg}", "--workdir", "{w}", "--dry_run"], "--plan={plan:neg}: gemms[0].n=-5:"),
+    ("builtin", ["--plan", "{plan:frac}", "--workdir", "{w}", "--dry_run"], "--plan={plan:frac}: gemms[0].k=4.5:"),
+    ("builtin", ["--plan", "{plan:list}", "--workdir", "{w}", "--dry_run"], "--plan={plan:list}:"),
+    ("builtin", ["--plan", "{plan:newer}", "--workdir", "{w}", "--dry_run"], "--plan={plan:newer}: schema_version=99:"),
+    ("report", ["{res:list}"], "WORKDIR={res:list}:"),
+    ("report", ["{res:badrow}"], "WORKDIR={res:badrow}:"),
+    ("report", ["{done}", "--out", "{foreign}"], "--out={foreign}: holds a report.md"),
 ]
+
+#: config.json variants of the bundled Llama-3.1-8B (and Qwen3-30B-A3B for the MoE keys) that
+#: must each be one error line; "{cfg:<name>}" in a row names the folder holding it.
+_LLAMA_EDITS = {
+    "ok": {},
+    "no_kv_heads": {"num_key_value_heads": None, "num_key_valeu_heads": 8},  # misspelled key
+    "heads_str": {"num_attention_heads": "32"},
+    "heads_float": {"num_attention_heads": 32.5},
+    "heads_null": {"num_attention_heads": "<null>"},
+    "heads_bool": {"num_attention_heads": True},
+    "heads_zero": {"num_attention_heads": 0},
+    "layers_huge": {"num_hidden_layers": 10_000_000},
+    "hidden_neg": {"hidden_size": -4096},
+}
+_QWEN_EDITS = {"top_k_zero": {"num_experts_per_tok": 0}, "top_k_big": {"num_experts_per_tok": 200}}
 
 
 def _tree(root) -> dict[str, bytes]:
@@ -285,9 +337,71 @@ def bad_input_dirs(tmp_path, monkeypatch):
     repo = t / "repo" / "benchmarks"
     repo.mkdir(parents=True)
     (repo / "flashinfer_benchmark.py").write_text("")
-    return {"{t}": str(t), "{w}": str(t / "new"), "{file}": str(t / "afile"), "{empty}": str(t / "empty"),
+    foreign = t / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("not a workdir")
+    (foreign / "report.md").write_text("someone else's report")
+    dirs = {"{t}": str(t), "{w}": str(t / "new"), "{file}": str(t / "afile"), "{empty}": str(t / "empty"),
             "{done}": str(done), "{badjson}": str(t / "bad.json"), "{badresults}": str(t / "badres"),
-            "{repo}": str(t / "repo")}
+            "{repo}": str(t / "repo"), "{foreign}": str(foreign)}
+    dirs.update(_bad_configs(t))
+    dirs.update(_bad_plans_and_results(t, done))
+    return dirs
+
+
+def _bundled_config(name: str) -> dict:
+    with open(os.path.join(ROOT, "scripts", "benchmark_model_kernels", "plan", "models", f"{name}.json")) as f:
+        return {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+
+
+def _write_config(folder, raw) -> str:
+    folder.mkdir()
+    (folder / "config.json").write_text(raw if isinstance(raw, str) else json.dumps(raw))
+    return str(folder)
+
+
+def _bad_configs(t) -> dict[str, str]:
+    out = {}
+    for base, edits in (("llama-3.1-8b", _LLAMA_EDITS), ("qwen3-30b-a3b", _QWEN_EDITS)):
+        for name, edit in edits.items():
+            raw = _bundled_config(base)
+            for key, value in edit.items():
+                if value is None:
+                    raw.pop(key, None)
+                else:
+                    raw[key] = None if value == "<null>" else value
+            out[f"{{cfg:{name}}}"] = _write_config(t / f"cfg_{name}", raw)
+    folder = t / "cfg_not_utf8"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(b'{"model_type": "llama", "name": "\xff\xfe"}')
+    out["{cfg:not_utf8}"] = str(folder)
+    out["{cfg:list}"] = _write_config(t / "cfg_list", "[1, 2]")
+    out["{cfg:not_json}"] = _write_config(t / "cfg_not_json", "{model_type: llama")
+    return out
+
+
+def _bad_plans_and_results(t, done) -> dict[str, str]:
+    gemm = {"name": "a", "modules": [], "n": 64, "k": 64, "layers": 1, "parallel": "replicated"}
+    plan = {"model": {"name": "x", "source": "shapes", "model_type": "", "architecture": ""},
+            "tp": 1, "ep": 1, "gemms": [gemm], "moe": [], "unsupported": [], "schema_version": 1}
+    variants = {"neg": {"gemms": [dict(gemm, n=-5)]}, "frac": {"gemms": [dict(gemm, k=4.5)]},
+                "newer": {"schema_version": 99}}
+    out = {}
+    for name, change in variants.items():
+        (t / f"plan_{name}.json").write_text(json.dumps({**plan, **change}))
+        out[f"{{plan:{name}}}"] = str(t / f"plan_{name}.json")
+    (t / "plan_list.json").write_text("[]")
+    out["{plan:list}"] = str(t / "plan_list.json")
+    for name, text in (("list", "[]"), ("badrow", None)):
+        folder = t / f"res_{name}"
+        folder.mkdir()
+        if text is None:
+            payload = json.loads((done / "results.json").read_text())
+            payload["rows"][0]["m"] = "eight"
+            text = json.dumps(payload)
+        (folder / "results.json").write_text(text)
+        out[f"{{res:{name}}}"] = str(folder)
+    return out
 
 
 def _fill(text: str, dirs: dict[str, str]) -> str:
@@ -336,3 +450,141 @@ def test_resuming_a_sweep_needs_results_in_only_one_of_its_runs(tmp_path, capsys
                       "--workdir", str(wd)], capsys)
     assert rc == 0, err
     assert [os.path.basename(w) for w in seen] == ["llama-3.1-8b_tp1_ep1", "llama-3.1-8b_tp2_ep1"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Never overwrite, and one way to read paths: --plan_json against inputs, the workdir, an
+# unwritable folder or a full disk; `~` and `$VAR` in every path flag of every script.
+
+
+def one_error_line(rc, err):
+    """Exit 2, and stderr exactly one `error:` line (no traceback); returns that line."""
+    assert rc == 2, err
+    assert "Traceback" not in err and err.startswith("error: ") and err.count("\n") == 1, err
+    return err.rstrip("\n")
+
+
+def test_plan_json_never_replaces_the_config_it_reads_even_with_force(tmp_path, capsys):
+    model = tiny(tmp_path)
+    config = os.path.join(model, "config.json")
+    before = open(config, "rb").read()
+    os.symlink(config, tmp_path / "link.json")
+    for given_model, target in ((model, config), (config, config), (model, str(tmp_path / "link.json"))):
+        rc, out, err = run([given_model, "--print_only", "--plan_json", target, "--force"], capsys)
+        assert one_error_line(rc, err) == (
+            f"error: --plan_json={target}: is the config.json of MODEL={given_model}, which this command "
+            "reads; choose another path, e.g. --plan_json plan.json (--force never replaces an input)")
+        assert out == "" and open(config, "rb").read() == before
+
+
+def test_plan_json_never_replaces_the_autotune_cache(tmp_path, capsys):
+    cache = tmp_path / "tuned.json"
+    cache.write_text("{}")
+    rc, _, err = run([tiny(tmp_path), "--dry_run", "--workdir", str(tmp_path / "w"), "--autotune_cache",
+                      str(cache), "--plan_json", str(cache), "--force"], capsys)
+    assert "is the --autotune_cache, which this command reads" in one_error_line(rc, err)
+    assert cache.read_text() == "{}" and not os.path.exists(tmp_path / "w")
+
+
+def test_plan_json_inside_the_workdir_is_refused(tmp_path, capsys):
+    w = tmp_path / "w"
+    target = w / "plan.json"
+    rc, _, err = run([tiny(tmp_path), "--dry_run", "--workdir", str(w), "--plan_json", str(target)], capsys)
+    assert one_error_line(rc, err) == (
+        f"error: --plan_json={target}: is inside --workdir={w}, which holds only the run's own files "
+        "(results.json records the plan); write it elsewhere, e.g. --plan_json plan.json")
+    assert not os.path.exists(w)
+
+
+def test_plan_json_into_an_unwritable_folder_is_one_line(tmp_path, capsys, monkeypatch):
+    rc, out, err = run([tiny(tmp_path), "--print_only", "--plan_json", "/proc/plan.json"], capsys)
+    line = one_error_line(rc, err)
+    assert line.startswith("error: --plan_json=/proc/plan.json: folder /proc is not writable (")
+    assert line.endswith("); choose a writable path, e.g. --plan_json plan.json") and out == ""
+    # A folder that passes the check but refuses the write (a permission change meanwhile).
+    monkeypatch.setattr(cli_model, "check_writable_folder", lambda folder: None)
+    rc, out, err = run([tiny(tmp_path), "--print_only", "--plan_json", "/proc/plan.json"], capsys)
+    assert one_error_line(rc, err).startswith("error: --plan_json=/proc/plan.json: cannot be written (")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), "llama-3.1-8b",
+                        "--print_only", "--plan_json", "/proc/plan.json"], capture_output=True, text=True)
+    assert one_error_line(r.returncode, r.stderr).startswith("error: --plan_json=/proc/plan.json: folder /proc")
+
+
+def test_plan_json_on_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "plan.json"
+    target.write_bytes(b"old plan")
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    rc, _, err = run([tiny(tmp_path), "--print_only", "--plan_json", str(target), "--force"], capsys)
+    assert one_error_line(rc, err) == (f"error: --plan_json={target}: disk full (No space left on device); "
+                                       "free space and run the same command again")
+    assert target.read_bytes() == b"old plan" and sorted(os.listdir(tmp_path)) == ["m", "plan.json"]
+
+
+#: (CLI, arguments before the flag, flag, argparse dest, how the value is read back).
+PATH_FLAGS = [
+    (cli_model, ["x"], "--plan_json", "plan_json"),
+    (cli_model, ["x"], "--workdir", "workdir"),
+    (cli_model, ["x"], "--flashinfer_repo", "flashinfer_repo"),
+    (cli_model, ["x"], "--autotune_cache", "autotune_cache"),
+    (cli_builtin, [], "--plan", "plan"),
+    (cli_builtin, [], "--workdir", "workdir"),
+    (cli_builtin, [], "--flashinfer_repo", "flashinfer_repo"),
+    (cli_builtin, [], "--autotune_cache", "autotune_cache"),
+    (report, ["w"], "--out", "out"),
+    (doctor, [], "--flashinfer_repo", "flashinfer_repo"),
+]
+
+
+@pytest.mark.parametrize("cli,before,flag,dest", PATH_FLAGS, ids=[f"{c.__name__}:{f}" for c, _, f, _ in PATH_FLAGS])
+def test_every_path_flag_expands_home_and_variables(cli, before, flag, dest, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", "/home/someone")
+    monkeypatch.setenv("RUNS", "/data/runs")
+    parser = cli.build_parser()
+    for given, expected in (("~/x", "/home/someone/x"), ("$RUNS/x", "/data/runs/x"),
+                            ("${RUNS}/x", "/data/runs/x"), ("rel/x", "rel/x")):
+        assert getattr(parser.parse_args([*before, f"{flag}={given}"]), dest) == expected
+        assert getattr(parser.parse_args([*before, flag, given]), dest) == expected
+    monkeypatch.delenv("NOPE_NOT_SET", raising=False)
+    rc = cli.main([*before, f"{flag}=$NOPE_NOT_SET/x"])
+    assert one_error_line(rc, capsys.readouterr().err) == (
+        f"error: {flag}=$NOPE_NOT_SET/x: environment variable $NOPE_NOT_SET is not set; set it, or "
+        "write the path out")
+
+
+def test_report_workdirs_expand_home_and_variables(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/someone")
+    monkeypatch.setenv("RUNS", "/data/runs")
+    assert report.build_parser().parse_args(["~/a", "$RUNS/b"]).workdirs == ["/home/someone/a", "/data/runs/b"]
+
+
+def test_workdir_with_a_tilde_creates_no_literal_tilde_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: None)
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run(["llama-3.1-8b", "--ms", "8", "--dry_run", "--workdir=~/runs/x",
+                      "--plan_json=~/plan.json"], capsys)
+    assert rc == 0, err
+    assert os.path.isfile(tmp_path / "home" / "runs" / "x" / "cases.json")
+    assert os.path.isfile(tmp_path / "home" / "plan.json")
+    assert os.listdir(tmp_path) == ["home"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_while_planning_is_one_line_and_128_plus_signal(signum, tmp_path):
+    """Planning writes nothing: a stop signal ends it at once, never with a traceback, and never
+    lost in one of the meta build's `__del__`s (Python swallows a KeyboardInterrupt raised there)."""
+    r = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), "deepseek-v3",
+                          "--tp", "8", "--print_only", "--plan_json", str(tmp_path / "plan.json")],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(0.5)
+    r.send_signal(signum)
+    out, err = r.communicate(timeout=60)
+    assert r.returncode == 128 + signum, (out, err)
+    assert err == f"interrupted by {signal.Signals(signum).name} while planning deepseek-v3; nothing was written\n"
+    assert out == "" and os.listdir(tmp_path) == []

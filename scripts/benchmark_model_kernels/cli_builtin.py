@@ -17,7 +17,8 @@ import sys
 from .cases.build import plan_from_shapes
 from .env import environment
 from .errors import OneLineArgumentParser, UsageError, cli_main
-from .plan.schema import MoeEntry, Plan, Routing
+from .files import path_arg, same_file
+from .plan.schema import MoeEntry, Plan, Routing, read_plan_file
 from .report import report
 from .run.flags import add_run_arguments
 from .run.roofline import NON_GATED_ACTIVATIONS
@@ -114,15 +115,8 @@ def moe_from_args(a: argparse.Namespace) -> MoeEntry | None:
 
 
 def load_plan(path: str) -> Plan:
-    try:
-        with open(path) as f:
-            return Plan.from_json(f.read())
-    except OSError as e:
-        raise UsageError("--plan", path, f"cannot be read ({e.strerror}); pass a file written by "
-                         "benchmark_model.py --plan_json") from e
-    except (ValueError, KeyError, TypeError) as e:
-        raise UsageError("--plan", path, f"is not a plan JSON ({type(e).__name__}: {e}); write one "
-                         "with benchmark_model.py MODEL --plan_json plan.json") from e
+    """The --plan file, validated against the plan schema (one error line naming the JSON path)."""
+    return read_plan_file(path, "--plan")
 
 
 def plan_from_args(a: argparse.Namespace) -> Plan:
@@ -130,6 +124,10 @@ def plan_from_args(a: argparse.Namespace) -> Plan:
     if a.plan:
         if a.nks or moe is not None:
             raise UsageError("--plan", a.plan, "cannot be combined with --nks or --moe_* flags; use one")
+        if a.autotune_cache and same_file(a.autotune_cache, a.plan):
+            # FlashInfer rewrites its autotune cache: it would replace the plan being read.
+            raise UsageError("--autotune_cache", a.autotune_cache, "is the --plan file; choose another "
+                             "path, e.g. --autotune_cache runs/tuned.json")
         return load_plan(a.plan)
     nks = parse_nks(a.nks or [])
     if not nks and moe is None:
@@ -152,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Dense GEMMs Y[M,N]=X[M,K]W[N,K]^T, e.g. --nks 6144,4096,qkv_proj "
                    "4096,4096,o_proj (repeatable; one quoted space-separated list also works).",
                    action="extend")
-    s.add_argument("--plan", metavar="PATH",
+    s.add_argument("--plan", metavar="PATH", type=path_arg("--plan"),
                    help="A plan JSON from benchmark_model.py MODEL --plan_json PATH, e.g. --plan plan.json.")
     m = p.add_argument_group("fused MoE shape (per rank)")
     m.add_argument("--moe_hidden", type=int, help="Hidden size H, e.g. --moe_hidden 2048.")

@@ -5,17 +5,28 @@ flags, `run/runner.py` runs the plan."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
 import os
+import signal
 import sys
+from typing import Iterator
 
 from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
-from .files import write_text_atomic
+from .files import (
+    check_writable_folder,
+    is_disk_full,
+    is_inside,
+    path_arg,
+    same_file,
+    write_text_atomic,
+)
 from .plan import config_source, planner, preview
 from .report import report
 from .run import flags, runner
+from .run.interrupts import is_interrupt_exit
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
 DERIVED_FLAGS = ("--nks", "--moe_")
@@ -57,10 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-remote-code", dest="trust_remote_code", action="store_true",
                    help="allow the model author's Python code for model types transformers lacks "
                         "(off by default; e.g. nemotron-nas needs it)")
+    p.add_argument("--allow_defaults", action="store_true",
+                   help="plan even when config.json lacks a key the shapes depend on (e.g. num_key_value_heads) "
+                        "and transformers would fill it with its class default; the plan notes each one")
     p.add_argument("--print_only", action="store_true",
                    help="only print the plan (no GPU needed), e.g. to review shapes before a run")
-    p.add_argument("--plan_json", default=None, metavar="PATH",
-                   help="also write the plan as JSON to PATH (the runner's input), e.g. --plan_json plan.json")
+    p.add_argument("--plan_json", default=None, metavar="PATH", type=path_arg("--plan_json"),
+                   help="also write the plan as JSON to PATH (the runner's input), e.g. --plan_json plan.json; "
+                        "an existing file is refused unless --force, and so is a path inside --workdir")
+    p.add_argument("--force", action="store_true",
+                   help="let --plan_json replace an existing file, e.g. --plan_json plan.json --force "
+                        "(never one this command reads, such as MODEL's config.json)")
     p.add_argument("--list_models", action="store_true", help="list the bundled model names and exit")
     flags.add_run_arguments(p)
     return p
@@ -80,18 +98,65 @@ def reject_derived_flags(argv: list[str]) -> None:
                              "use scripts/benchmark_via_builtin.py --nks N,K,name (or its --moe_* flags)")
 
 
-def check_plan_json_path(path: str) -> None:
-    """Fail before any work if --plan_json cannot be written."""
+def check_plan_json_path(path: str, *, inputs: dict[str, str] | None = None,
+                         workdir: str | None = None, force: bool = False) -> None:
+    """Fail before any work if --plan_json cannot be written or would replace a file it must not:
+    one of `inputs` (what -> path; refused even with --force), anything inside the run's
+    `workdir` (its files are the run's own), or, without `force`, any existing file."""
     if os.path.isdir(path):
         raise UsageError("--plan_json", path, "is a directory; give a file path such as plan.json")
+    for what, source in (inputs or {}).items():
+        if same_file(path, source):
+            raise UsageError("--plan_json", path, f"is {what}, which this command reads; choose another "
+                             "path, e.g. --plan_json plan.json (--force never replaces an input)")
+    if workdir and is_inside(path, workdir):
+        raise UsageError("--plan_json", path, f"is inside --workdir={workdir}, which holds only the "
+                         "run's own files (results.json records the plan); write it elsewhere, "
+                         "e.g. --plan_json plan.json")
+    if os.path.lexists(path) and not force:
+        raise UsageError("--plan_json", path, "already exists; pass --force to replace it, or choose "
+                         "another path")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError("--plan_json", path, f"folder {parent} does not exist; create it first")
+    unwritable = check_writable_folder(parent)
+    if unwritable:
+        raise UsageError("--plan_json", path, f"folder {parent} is not writable ({unwritable}); "
+                         "choose a writable path, e.g. --plan_json plan.json")
+
+
+def plan_inputs(args: argparse.Namespace) -> dict[str, str]:
+    """The files this command reads that --plan_json must never replace: each MODEL's config.json
+    (where it is a local or bundled file) and the --autotune_cache."""
+    inputs = {}
+    for model in args.model:
+        for path in _model_config_paths(model):
+            inputs[f"the config.json of MODEL={model}"] = path
+    if getattr(args, "autotune_cache", None):
+        inputs["the --autotune_cache"] = args.autotune_cache
+    return inputs
+
+
+def _model_config_paths(model: str) -> list[str]:
+    """Where MODEL's config.json is read from, as config_source.resolve looks for it locally."""
+    expanded = os.path.expanduser(model)
+    if os.path.isdir(expanded):
+        return [os.path.join(expanded, "config.json")]
+    bundled = os.path.join(config_source.MODELS_DIR, f"{model}.json")
+    return [p for p in (expanded, bundled) if os.path.isfile(p)]
 
 
 def write_plan_json(plan, path: str) -> None:
-    """Write atomically (temp file + rename in the same folder): only PATH itself is replaced."""
-    write_text_atomic(path, plan.to_json() + "\n")
+    """Write atomically (temp file + rename in the same folder): only PATH itself is replaced. A
+    failed write (a full disk, a read-only folder) is one UsageError line; an old PATH stays."""
+    try:
+        write_text_atomic(path, plan.to_json() + "\n")
+    except OSError as e:
+        if is_disk_full(e):
+            raise UsageError("--plan_json", path, f"disk full ({e.strerror}); free space and run the "
+                             "same command again") from None
+        raise UsageError("--plan_json", path, f"cannot be written ({e.strerror}); choose a writable "
+                         "path, e.g. --plan_json plan.json") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,7 +211,8 @@ def _main(argv: list[str]) -> int:
         if len(runs) > 1:
             raise UsageError("--plan_json", args.plan_json, "writes one plan; give one MODEL and one "
                              "--tp/--ep setting, or leave it out of a sweep")
-        check_plan_json_path(args.plan_json)
+        check_plan_json_path(args.plan_json, inputs=plan_inputs(args),
+                             workdir=None if args.print_only else args.workdir, force=args.force)
     if not args.print_only and len(runs) > 1 and not getattr(args, "workdir", None):
         raise UsageError("--workdir", None, "a sweep of several runs needs --workdir: each run writes "
                          "<workdir>/<model>_tp<T>_ep<E>/ and the comparison report goes to <workdir>/")
@@ -168,6 +234,8 @@ def _main(argv: list[str]) -> int:
             os.makedirs(args.workdir, exist_ok=True)
         # One bad model must not cost the others their runs: its error is printed, the sweep goes on.
         code = cli_main(functools.partial(_plan_and_run, args, model, tp, ep, sub))
+        if is_interrupt_exit(code):  # Ctrl-C, SIGTERM or SIGHUP stops the sweep, not just this run
+            return code
         rc = max(rc, code)
         if sub and os.path.isfile(os.path.join(sub, "results.json")):
             done.append(sub)
@@ -179,13 +247,39 @@ def _main(argv: list[str]) -> int:
     return rc
 
 
+@contextlib.contextmanager
+def _stop_signals_end_planning(model: str) -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP while a plan is being built end the process at once with one line.
+
+    Planning writes nothing, so there is nothing to save; and a KeyboardInterrupt raised inside
+    one of the many `__del__`s the meta build runs is swallowed by Python ("Exception ignored
+    in ..."), so the interrupt would otherwise be lost and the command run on."""
+    def stop(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        os.write(2, f"interrupted by {name} while planning {model}; nothing was written\n".encode())
+        os._exit(128 + signum)
+
+    signums = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+    previous = {}
+    for signum in signums:
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's ignored signals stay ignored
+            previous[signum] = signal.signal(signum, stop)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
     gc.disable()
     try:
-        plan = planner.plan_model(model, tp, ep, revision=args.revision,
-                                  trust_remote_code=args.trust_remote_code)
+        with _stop_signals_end_planning(model):
+            plan = planner.plan_model(model, tp, ep, revision=args.revision,
+                                      trust_remote_code=args.trust_remote_code,
+                                      allow_defaults=args.allow_defaults)
     finally:
         gc.enable()
     sys.stdout.write(preview.format_plan(plan))

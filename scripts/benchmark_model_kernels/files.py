@@ -1,26 +1,68 @@
-"""Writing files so that a crash or an interrupt never leaves half of one."""
+"""Files and paths: writing so that a crash, an interrupt or a full disk never leaves half a file,
+and reading path flags the same way in every script.
+
+Every file this tool writes goes through `write_bytes_atomic` (text, JSON, CSV and PNG alike):
+a temp file unique to the writer in the target's folder, then a rename. `disk_full_as_usage_error`
+turns a full disk into the one `error:` line of a bad input, and `path_arg` is the argparse type of
+every path flag (`~` and `$VAR` expanded, an unset variable refused).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
 import tempfile
-from typing import Any
+from typing import Any, Callable, Iterator
+
+from .errors import UsageError
+
+#: errno values of "no room left to write": no free blocks, or the user's quota used up.
+DISK_FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write `data` to `path` through a temp file unique to this writer in the same folder, then
+    rename: readers see the old file or the new one, and two writers never share a temp file.
+    On failure the temp file is removed and `path` is untouched; the OSError names `path`."""
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        _name_target(e, path)
+        raise
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0600; a plain open() would not
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            _name_target(e, path)
+        raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting it, so set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _name_target(error: OSError, path: str) -> None:
+    """Make `error` name the file being written, not its temp file (a failed write() names none)."""
+    error.filename, error.filename2 = path, None
 
 
 def write_text_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temp file unique to this writer in the same folder, then
-    rename: readers see the old file or the new one, and two writers never share a temp file."""
-    parent = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """`text` (UTF-8) written atomically, as write_bytes_atomic."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: str, payload: Any) -> None:
@@ -28,4 +70,90 @@ def write_json_atomic(path: str, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=1) + "\n")
 
 
-__all__ = ["write_json_atomic", "write_text_atomic"]
+def copy_file_atomic(src: str, dst: str) -> None:
+    """Copy `src` to `dst` atomically (a full disk leaves no truncated `dst`)."""
+    with open(src, "rb") as f:
+        write_bytes_atomic(dst, f.read())
+
+
+def is_disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS
+
+
+@contextlib.contextmanager
+def disk_full_as_usage_error(field: str, value: object, fix: str) -> Iterator[None]:
+    """A full disk inside the block becomes one UsageError line (`<field>=<value>: disk full
+    writing <file> (...); <fix>`) instead of a traceback; other errors pass through unchanged."""
+    try:
+        yield
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        where = f" writing {e.filename}" if e.filename else ""
+        raise UsageError(field, value, f"disk full{where} ({e.strerror}); {fix}") from None
+
+
+def same_file(a: str, b: str) -> bool:
+    """`a` and `b` name one file: the same path once symlinks are resolved, or the same inode."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def is_inside(path: str, folder: str) -> bool:
+    """`path` lies in `folder` or below it (symlinks resolved)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([path, folder]) == folder
+
+
+def check_writable_folder(folder: str) -> str | None:
+    """None if a file can be created in `folder` (tried for real: access() says yes to root even
+    on a read-only mount), else the reason."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
+            return None
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
+def expand_path(text: str) -> str:
+    """`~` and `$VAR`/`${VAR}` expanded, as a shell would for an unquoted path; raises ValueError
+    naming a variable that is not set (it would otherwise become a literal folder name)."""
+    expanded = os.path.expanduser(os.path.expandvars(text))
+    unset = _VARIABLE.search(expanded)
+    if unset:
+        raise ValueError(f"environment variable {unset.group(0)} is not set")
+    return expanded
+
+
+def path_arg(flag: str) -> Callable[[str], str]:
+    """The argparse `type=` of path flag `flag`: expand_path, an unset variable as one UsageError
+    (`--workdir=$RUNS/x: environment variable $RUNS is not set; ...`)."""
+
+    def parse(text: str) -> str:
+        try:
+            return expand_path(text)
+        except ValueError as e:
+            raise UsageError(flag, text, f"{e}; set it, or write the path out") from None
+
+    parse.__name__ = "path"  # argparse names the type in its own messages
+    return parse
+
+
+__all__ = [
+    "DISK_FULL_ERRNOS",
+    "copy_file_atomic",
+    "disk_full_as_usage_error",
+    "check_writable_folder",
+    "expand_path",
+    "is_disk_full",
+    "is_inside",
+    "path_arg",
+    "same_file",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]

@@ -42,6 +42,7 @@ def test_hub_connection_error_is_one_line(monkeypatch):
         raise ConnectionError("no route")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
+    monkeypatch.setattr(config_source, "_hub_host_unresolvable", lambda: None)  # a name server answers
     with pytest.raises(UsageError, match="ConnectionError.*local path"):
         config_source.resolve("some-org/some-model")
 
@@ -74,3 +75,54 @@ def test_infinity_literal_is_accepted(tmp_path):
     p = tmp_path / "config.json"
     p.write_text('{"model_type": "nemotron_h", "time_step_limit": [0.0, Infinity]}')
     assert config_source.resolve(str(p)).raw["time_step_limit"][1] == float("inf")
+
+
+def test_non_utf8_config_is_one_line(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_bytes(b'{"model_type": "llama", "name": "\xff\xfe"}')
+    with pytest.raises(UsageError) as e:
+        config_source.resolve(str(p))
+    assert str(e.value) == (f"MODEL={p}: config.json is not UTF-8 text (byte 0xff at offset 33); "
+                            "save it as UTF-8 JSON")
+
+
+def test_unresolvable_hub_host_fails_at_once_without_retries(monkeypatch, tmp_path):
+    import socket
+
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for var in config_source._PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+    def no_dns(*a, **k):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    def must_not_download(*a, **k):
+        raise AssertionError("hf_hub_download would retry for ~25 s")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", must_not_download)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as e:
+        config_source.resolve("some-org/some-model")
+    assert "cannot resolve huggingface.co" in str(e.value) and "not a local folder either" in str(e.value)
+
+
+@pytest.mark.parametrize("model,hint", [
+    ("models/foo", "no local folder models/foo either (./models/ exists: a typo in the folder name?)"),
+    ("org/name", "not a local folder either (no ./org/name here)"),
+])
+def test_hub_looking_path_gets_a_local_hint(monkeypatch, tmp_path, model, hint):
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UsageError) as e:
+        config_source.resolve(model)
+    assert hint in str(e.value) and "HF_HUB_OFFLINE" in str(e.value)
+
+
+def test_dot_slash_path_is_never_a_hub_id(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=r"^MODEL=./models/foo: no such file or directory"):
+        config_source.resolve("./models/foo")

@@ -50,3 +50,27 @@ def test_remote_code_needs_the_flag():
 def test_not_a_causal_lm(raw):
     with pytest.raises(UsageError, match="causal LM"):
         meta_model.build_meta_model(raw)
+
+
+def test_trust_remote_code_names_the_missing_file(tmp_path):
+    import json
+    import shutil
+
+    d = tmp_path / "nemotron-nas"
+    d.mkdir()
+    shutil.copy(f"{shared_config_dir('llama-3.3-nemotron-super-49b')}/config.json", d / "config.json")
+    raw = json.loads((d / "config.json").read_text())
+    with pytest.raises(UsageError) as e:
+        meta_model.build_meta_model(raw, trust_remote_code=True, location=str(d))
+    assert str(e.value) == (f"--trust-remote-code={d}/configuration_decilm.py: missing: config.json's auto_map "
+                            "names configuration_decilm.py for AutoConfig; copy the model's .py files beside "
+                            "config.json")
+    (d / "configuration_decilm.py").write_text("")
+    with pytest.raises(UsageError, match="modeling_decilm.py: missing: .* for AutoModelForCausalLM"):
+        meta_model.build_meta_model(raw, trust_remote_code=True, location=str(d))
+
+
+def test_trust_remote_code_without_auto_map_is_one_line(tmp_path):
+    raw = {"model_type": "not-a-real-type", "hidden_size": 8}
+    with pytest.raises(UsageError, match="has no auto_map naming the author's code"):
+        meta_model.build_meta_model(raw, trust_remote_code=True, location=str(tmp_path))

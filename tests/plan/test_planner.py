@@ -110,7 +110,7 @@ def test_moe_layer_freq_follows_vllm_not_transformers(tmp_path):
            "first_k_dense_replace": 1, "moe_layer_freq": 2, "num_hidden_layers": 6, "kv_lora_rank": 512,
            "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
            "vocab_size": 102400, "n_group": 8, "topk_group": 3, "topk_method": "group_limited_greedy",
-           "routed_scaling_factor": 16.0}
+           "routed_scaling_factor": 16.0, "norm_topk_prob": False}
     p = plan_raw(tmp_path, raw, 2)
     assert p.complete, p.unsupported
     g = gemms(p)

@@ -1,5 +1,6 @@
 """The worker pool with the stand-in driver (plumbing only): a crash or a hang costs only its case
-and a fresh worker, every case sees its own CUPTI warning, and the worker's environment."""
+and a fresh worker, every case sees its own CUPTI warning, the worker's environment, and a stop
+leaves no process of the worker's group."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from benchmark_model_kernels.run.argv import driver_argv
 from benchmark_model_kernels.run.outcome import read_driver_csv
 from benchmark_model_kernels.run.pool import SCRIPTS_DIR, WorkerPool
 from benchmark_model_kernels.run.results import RunSettings
+from helpers_processes import children_of, requires_proc, wait_gone
 from helpers_runner import CUPTI_FALLBACK, FAKE_REPO, HANG, SEGFAULT, gemm_case
 
 S = RunSettings()
@@ -57,3 +59,15 @@ def test_worker_env_disables_downloads_and_keeps_pythonpath(monkeypatch, tmp_pat
     assert env["FLASHINFER_NO_DOWNLOAD"] == "1"
     assert env["PYTHONPATH"].split(os.pathsep) == [SCRIPTS_DIR, "/opt/fi-site"]
     assert os.path.isfile(os.path.join(SCRIPTS_DIR, "benchmark_model_kernels", "run", "worker.py"))
+
+
+@requires_proc
+def test_stop_lets_an_idle_worker_exit_by_itself_and_leaves_nothing_of_its_group(tmp_path):
+    pool = WorkerPool(FAKE_REPO, str(tmp_path / "worker.log"))
+    assert not pool.run(_req(tmp_path, gemm_case(4096)), timeout=30).lost
+    assert pool.proc is not None
+    worker, guards = pool.proc.pid, children_of(pool.proc.pid)
+    assert len(guards) == 1  # lifetime.py's group guard
+    assert f"worker pid {worker} started" in (tmp_path / "worker.log").read_text()
+    assert pool.stop() == 0  # stdin closed: it exited by itself
+    assert wait_gone([worker, *guards], 2) == []

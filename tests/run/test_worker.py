@@ -1,12 +1,22 @@
 """What the worker receives: a torch or quant Case travels to it as JSON (Case.to_dict) and is
-rebuilt there (Case.from_dict) unchanged; Case.job picks the worker path."""
+rebuilt there (Case.from_dict) unchanged; Case.job picks the worker path. And how long it lives:
+each mechanism of lifetime.py seen alone, with the stand-in driver and real processes."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 from benchmark_model_kernels.cases.schema import Case
-from helpers_runner import gemm_case, moe_case
+from benchmark_model_kernels.run.argv import driver_argv
+from benchmark_model_kernels.run.pool import WorkerPool
+from benchmark_model_kernels.run.results import RunSettings
+from helpers_processes import HANG_WITH_CHILD, children_of, requires_proc, wait_for_line, wait_gone
+from helpers_runner import FAKE_REPO, gemm_case, moe_case
 
 
 def test_case_json_round_trip_gemm_and_moe():
@@ -19,3 +29,98 @@ def test_case_job_picks_the_worker_path():
     assert gemm_case(64).job == "driver"
     assert gemm_case(64, backend="torch").job == "torch"
     assert gemm_case(64, dtype="fp8", with_quant=True).job == "quant"
+
+
+# ------------------------------------------------------------- how long a worker lives (lifetime.py)
+# The test process plays the pool: it starts a real worker with WorkerPool.start and then speaks
+# the protocol itself, so that each mechanism can be seen acting alone.
+def _started_pool(tmp_path) -> WorkerPool:
+    pool = WorkerPool(FAKE_REPO, str(tmp_path / "worker.log"))
+    pool.start()
+    return pool
+
+
+def _send_hang_with_child(pool: WorkerPool, tmp_path, **extra) -> tuple[int, str]:
+    """Start the stand-in's hanging case that has a child; (the child's pid, the case log)."""
+    case = gemm_case(HANG_WITH_CHILD)
+    log = str(tmp_path / f"{case.case_id}.log")
+    req = {"job": "driver", "case_id": case.case_id, "argv": driver_argv(case, RunSettings()),
+           "log_path": log, "csv_path": str(tmp_path / f"{case.case_id}.csv"), "settings": {}, **extra}
+    assert pool.proc is not None and pool.proc.stdin is not None
+    pool.proc.stdin.write((json.dumps(req) + "\n").encode())
+    pool.proc.stdin.flush()
+    return int(wait_for_line(log, r"\[FAKE\] child pid (\d+)", 10).group(1)), log
+
+
+def _group(pool: WorkerPool, child: int) -> list[int]:
+    """The worker, its group guard and the case's child (asserting there is one guard)."""
+    assert pool.proc is not None
+    guards = [p for p in children_of(pool.proc.pid) if p != child]
+    assert len(guards) == 1, guards
+    return [pool.proc.pid, guards[0], child]
+
+
+@requires_proc
+def test_worker_ends_itself_and_its_children_at_a_cases_deadline(tmp_path):
+    pool = _started_pool(tmp_path)
+    try:
+        child, log = _send_hang_with_child(pool, tmp_path, deadline_s=1.0)
+        group = _group(pool, child)
+        assert pool.proc is not None
+        assert pool.proc.wait(timeout=6) == 1  # faulthandler's _exit(1), no pool timeout involved
+        assert wait_gone(group, 3) == []
+        text = open(log).read()
+        assert "Timeout (0:00:01)!" in text and "flashinfer_benchmark.py" in text  # where it hung
+    finally:
+        pool.stop(kill=True)
+
+
+@requires_proc
+def test_worker_ends_with_its_group_when_its_lifeline_closes(tmp_path):
+    """The portable mechanism: the pool's end of the lifeline closing (the pool is gone) ends the
+    worker mid-case, with everything it started, while its parent is still alive."""
+    pool = _started_pool(tmp_path)
+    try:
+        child, _ = _send_hang_with_child(pool, tmp_path)
+        group = _group(pool, child)
+        os.close(pool._lifeline)
+        pool._lifeline = -1
+        assert wait_gone(group, 3) == []
+        assert pool.proc is not None and pool.proc.wait(timeout=1) == -signal.SIGKILL
+    finally:
+        pool.stop(kill=True)
+
+
+@requires_proc
+def test_guard_kills_the_group_of_a_worker_killed_without_warning(tmp_path):
+    """SIGKILL, as the parent-death signal sends it, gives the worker no chance to clean up: its
+    group guard ends what it started."""
+    pool = _started_pool(tmp_path)
+    try:
+        child, _ = _send_hang_with_child(pool, tmp_path)
+        group = _group(pool, child)
+        assert pool.proc is not None
+        os.kill(pool.proc.pid, signal.SIGKILL)
+        assert wait_gone(group, 3) == []
+    finally:
+        pool.stop(kill=True)
+
+
+@requires_proc
+def test_worker_whose_parent_is_already_gone_ends_at_once(tmp_path):
+    """A pool that died before the worker's prctl call: getppid() is not the pool's pid."""
+    env = WorkerPool(FAKE_REPO, str(tmp_path / "w.log"))._env()
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "benchmark_model_kernels.run.worker", "--answer_fd", "1",
+                           "--parent_pid", "1"], env=env, stdin=subprocess.PIPE, timeout=10,
+                          start_new_session=True)
+    assert proc.returncode == -signal.SIGKILL and time.monotonic() - started < 5
+
+
+@requires_proc
+def test_pool_stop_leaves_nothing_of_the_worker_group(tmp_path):
+    pool = _started_pool(tmp_path)
+    child, _ = _send_hang_with_child(pool, tmp_path)
+    group = _group(pool, child)
+    assert pool.stop(kill=True) is None  # it had to be killed
+    assert wait_gone(group, 2) == []

@@ -152,6 +152,11 @@ def check_filters(ms: Sequence[int], dtypes: Sequence[str],
     for b in backends or ():
         if b not in BACKEND_NAMES:
             raise UsageError("--backends", b, f"choose from {', '.join(BACKEND_NAMES)}")
+    for flag, values in (("--ms", ms), ("--dtypes", dtypes), ("--backends", backends or ())):
+        twice = [v for i, v in enumerate(values) if v in list(values)[:i]]
+        if twice:
+            raise UsageError(flag, " ".join(map(str, values)),
+                             f"lists {twice[0]} twice; give each value once")
 
 
 def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,

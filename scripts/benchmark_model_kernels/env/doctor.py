@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from ..cases.backends import BACKEND_NAMES
 from ..errors import OneLineArgumentParser, UsageError, cli_main
+from ..files import path_arg
 from . import environment as envmod
 from . import gpu as gpu_probes
 from . import versions
@@ -402,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  python scripts/check_env.py --flashinfer_repo ~/flashinfer --backends cutile\n"
                "exit status: 0 ready, 1 not ready (a check failed, or no GPU), 2 bad arguments.",
     )
-    p.add_argument("--flashinfer_repo", metavar="PATH", default=None,
+    p.add_argument("--flashinfer_repo", metavar="PATH", default=None, type=path_arg("--flashinfer_repo"),
                    help="FlashInfer source checkout whose benchmarks/flashinfer_benchmark.py the "
                         "runner drives, e.g. --flashinfer_repo ~/flashinfer")
     p.add_argument("--gpu", metavar="INDEX", type=int, default=0,

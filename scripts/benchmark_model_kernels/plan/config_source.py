@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import threading
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 from ..errors import UsageError
 
@@ -53,6 +56,9 @@ def read_config_json(path: str, field_name: str = "MODEL") -> dict[str, Any]:
             text = f.read()
     except OSError as e:
         raise UsageError(field_name, path, f"cannot read config.json ({e.strerror}); check the path") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(field_name, path, f"config.json is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+                         f"offset {e.start}); save it as UTF-8 JSON") from None
     try:
         raw = json.loads(text)  # the json module accepts Infinity/NaN, as published configs use them
     except json.JSONDecodeError as e:
@@ -63,7 +69,6 @@ def read_config_json(path: str, field_name: str = "MODEL") -> dict[str, Any]:
     if not isinstance(raw.get("model_type"), str) or not raw.get("model_type"):
         raise UsageError(field_name, path, "config.json has no 'model_type'; pass a Hugging Face model config")
     return raw
-
 
 
 def resolve(model: str, revision: str | None = None) -> ConfigSource:
@@ -91,12 +96,52 @@ def resolve(model: str, revision: str | None = None) -> ConfigSource:
                      + ", ".join(list_bundled()) + " (or pass a local config.json)")
 
 
+#: Seconds to wait for the Hub's host name to resolve before leaving it to huggingface_hub.
+HUB_LOOKUP_WAIT_S = 3.0
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _hub_host_unresolvable() -> str | None:
+    """"cannot resolve <host>" when the Hub's host name has no address (no network, no DNS):
+    huggingface_hub would retry for about 25 s before failing. None when it resolves, the lookup is
+    slow, or a proxy resolves names instead of this machine."""
+    if any(os.environ.get(v) for v in _PROXY_VARS):
+        return None
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    failure: list[OSError] = []
+
+    def lookup() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+        except OSError as e:
+            failure.append(e)
+
+    thread = threading.Thread(target=lookup, daemon=True)
+    thread.start()
+    thread.join(HUB_LOOKUP_WAIT_S)
+    return f"cannot resolve {host}: no network?" if failure and isinstance(failure[0], socket.gaierror) else None
+
+
+def _local_lookalike_hint(repo_id: str) -> str:
+    """What a Hub-looking MODEL is not, locally: a typo in a folder name reads like a Hub ID."""
+    org = repo_id.split("/")[0]
+    if os.path.isdir(org):
+        return f"; no local folder {repo_id} either (./{org}/ exists: a typo in the folder name?)"
+    return f"; not a local folder either (no ./{repo_id} here)"
+
+
 def _from_hub(repo_id: str, revision: str | None) -> ConfigSource:
     """Download only config.json from the Hub (huggingface_hub); offline -> one-line error."""
-    fix = (f"cannot fetch config.json from the Hugging Face Hub{{why}}; download it elsewhere and pass "
-           f"the local path (e.g. ./{repo_id.split('/')[-1]}/config.json), or use a bundled name (--list_models)")
+    fix = (f"cannot fetch config.json from the Hugging Face Hub{{why}}{_local_lookalike_hint(repo_id)}; "
+           f"download it elsewhere and pass the local path (e.g. ./{repo_id.split('/')[-1]}/config.json), "
+           f"or use a bundled name (--list_models)")
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise UsageError("MODEL", repo_id, fix.format(why=" (HF_HUB_OFFLINE is set)"))
+    unresolvable = _hub_host_unresolvable()
+    if unresolvable:
+        raise UsageError("MODEL", repo_id, fix.format(why=f" ({unresolvable})"))
     try:
         from huggingface_hub import hf_hub_download
 

@@ -4,6 +4,7 @@ unless asked), and check that nothing was materialized."""
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,51 @@ def _image_text_mapping() -> dict[str, str]:
     return dict(getattr(modeling_auto, "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", {}))
 
 
+#: auto_map entries whose code the meta build runs: the config class and the causal-LM class.
+REMOTE_CODE_CLASSES = ("AutoConfig", "AutoModelForCausalLM")
+
+
+def _remote_code_files(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """(auto_map entry, Python file) of the author's code config.json names. An entry such as
+    "org/repo--module.Class" lives in another Hub repository and is not a local file."""
+    auto_map = raw.get("auto_map")
+    if not isinstance(auto_map, dict):
+        return []
+    out = []
+    for entry in REMOTE_CODE_CLASSES:
+        ref = auto_map.get(entry)
+        if isinstance(ref, str) and "--" not in ref and "." in ref:
+            out.append((entry, ref.rsplit(".", 1)[0].replace(".", "/") + ".py"))
+    return out
+
+
+def check_remote_code_present(raw: dict[str, Any], location: str) -> None:
+    """Before transformers imports the author's code from a local folder: every file auto_map names
+    is there, else one line naming the missing file (transformers would raise a traceback)."""
+    if not os.path.isdir(location):
+        return  # a Hub ID: transformers downloads the files
+    files = _remote_code_files(raw)
+    if not files:
+        raise UsageError("--trust-remote-code", os.path.join(location, "config.json"),
+                         "config.json has no auto_map naming the author's code (AutoConfig, AutoModelForCausalLM); "
+                         "pass a config of a model type transformers supports")
+    for entry, name in files:
+        path = os.path.join(location, name)
+        if not os.path.isfile(path):
+            raise UsageError("--trust-remote-code", path, f"missing: config.json's auto_map names {name} for "
+                             f"{entry}; copy the model's .py files beside config.json")
+
+
+def _remote_config(location: str, revision: str | None):
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(location, trust_remote_code=True, revision=revision)
+    except Exception as e:  # the author's code failed to import or run: a bad input, not our bug
+        raise UsageError("--trust-remote-code", location, f"the author's config code failed "
+                         f"({type(e).__name__}: {str(e)[:160]}); check the model's .py files") from None
+
+
 def make_config(raw: dict[str, Any], *, trust_remote_code: bool = False, location: str | None = None,
                 revision: str | None = None):
     """transformers config object for `raw`, plus notes. Native classes first; remote code only
@@ -70,10 +116,9 @@ def make_config(raw: dict[str, Any], *, trust_remote_code: bool = False, locatio
         return CONFIG_MAPPING[native].from_dict(raw), notes
     if model_type not in CONFIG_MAPPING:
         if trust_remote_code and location:
-            from transformers import AutoConfig
-
+            check_remote_code_present(raw, location)
             notes.append("config and model built from the author's remote code (--trust-remote-code)")
-            return AutoConfig.from_pretrained(location, trust_remote_code=True, revision=revision), notes
+            return _remote_config(location, revision), notes
         raise UsageError("model_type", model_type,
                          f"transformers {transformers.__version__} has no native class for it; pass "
                          "--trust-remote-code to run the author's code, or a config of a supported model")
@@ -146,4 +191,5 @@ def assert_on_meta(model) -> None:
             raise RuntimeError(f"{name} was materialized on {t.device}; the planner must build on meta only")
 
 
-__all__ = ["MODEL_TYPE_ALIASES", "MetaBuild", "make_config", "build_meta_model", "assert_on_meta"]
+__all__ = ["MODEL_TYPE_ALIASES", "REMOTE_CODE_CLASSES", "MetaBuild", "check_remote_code_present", "make_config",
+           "build_meta_model", "assert_on_meta"]

@@ -6,6 +6,8 @@ expert parameter blocks and expert ModuleLists are collected into a `LayerScan`,
 each one its role and per-rank size. Where transformers builds a layer MoE or dense differently
 from vLLM, vLLM's rule (`vllm_rules.moe.vllm_moe_layers`) wins. `merge` then merges identical
 entries over the layer instances. Anything a layer holds that no rule places becomes `Unsupported`.
+`plan_model` checks the config around this (`config_checks`): its values before the build, and no
+plan whose shapes rest on a key config.json leaves to transformers' class defaults.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any
 
 from ..errors import UsageError
 from ..vllm_rules import sharding
-from ..vllm_rules.config import config_value
+from ..vllm_rules.config import config_value, recorded_reads
 from ..vllm_rules.moe import vllm_moe_layers
 from ..vllm_rules.quant_config import checkpoint_fp8_scheme
-from . import roles
+from ..vllm_rules.required_keys import alternatives, family_keys, plan_keys
+from . import config_checks, roles
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
 from .merge import merge, ranges
 from .schema import ModelInfo, Plan, Unsupported
@@ -232,20 +235,55 @@ def plan_from_build(build: Any, info: ModelInfo, tp: int, ep: int) -> Plan:
     return Planner(build.model, build.config, tp, ep).plan(info)
 
 
+def has_experts(model: Any) -> bool:
+    """Whether the built model holds a routed-expert block (a module named `experts`)."""
+    return any(path.rsplit(".", 1)[-1] == "experts" for path, _ in model.named_modules())
+
+
+def plan_checked(build: Any, info: ModelInfo, tp: int, ep: int, raw: dict[str, Any],
+                 allow_defaults: bool = False) -> Plan:
+    """`plan_from_build`, refused when the plan depends on a key config.json (`raw`) lacks: the keys
+    of the model's family (vllm_rules.required_keys) before planning, the sizes and counts the
+    planner read through `config_value` after it. With `allow_defaults` the plan notes them instead."""
+    cfg = build.config
+    family = family_keys(str(getattr(cfg, "model_type", "")))
+    keys = plan_keys(family, has_experts(build.model))
+    notes = config_checks.settle_defaults(raw, cfg, keys, allow_defaults, family.class_defaults_only)
+    checked = {name for key in keys for name in alternatives(key)}
+
+    def settle_reads(reads: list[str]) -> list[str]:
+        sizes = [r for r in reads if r in config_checks.BOUNDS and r not in checked]
+        return config_checks.settle_defaults(raw, cfg, sizes, allow_defaults, family.class_defaults_only)
+
+    with recorded_reads() as reads:
+        try:
+            plan = plan_from_build(build, info, tp, ep)
+        except UsageError:
+            settle_reads(reads)  # a TP that does not divide a defaulted head count: show the missing key
+            raise
+    notes += settle_reads(reads)
+    if not notes:
+        return plan
+    return replace(plan, model=replace(plan.model, notes=tuple(plan.model.notes) + tuple(notes)))
+
+
 def plan_model(model: str, tp: int = 1, ep: int = 1, revision: str | None = None,
-               trust_remote_code: bool = False) -> Plan:
-    """Resolve MODEL, build it on meta, and plan it: the one call other modules need."""
+               trust_remote_code: bool = False, allow_defaults: bool = False) -> Plan:
+    """Resolve MODEL, check its config, build it on meta, and plan it: the one call other modules need.
+    `allow_defaults`: plan even where config.json leaves a key the plan depends on to transformers'
+    class default (noted in the plan)."""
     from . import config_source, meta_model
 
     check_parallel(tp, ep)
     src = config_source.resolve(model, revision)
+    config_checks.check_values(src.raw)
     location = src.name if src.source == "hub" else src.directory
     build = meta_model.build_meta_model(src.raw, trust_remote_code=trust_remote_code, location=location,
                                         revision=revision)
     info = ModelInfo(name=model, source=src.source, model_type=str(src.raw.get("model_type")),
                      architecture=build.architecture, revision=revision, notes=build.notes)
-    return plan_from_build(build, info, tp, ep)
+    return plan_checked(build, info, tp, ep, src.raw, allow_defaults)
 
 
-__all__ = ["TOWER_MARKERS", "Planner", "check_parallel", "find_decoder_layers", "plan_from_build",
-           "plan_model"]
+__all__ = ["TOWER_MARKERS", "Planner", "check_parallel", "find_decoder_layers", "has_experts", "plan_from_build",
+           "plan_checked", "plan_model"]

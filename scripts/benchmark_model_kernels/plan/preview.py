@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .schema import Plan, Routing
+from .schema import MoeEntry, Plan, Routing
 
 
 def _routing_text(r: Routing) -> str:
@@ -16,6 +16,14 @@ def _routing_text(r: Routing) -> str:
     if r.apply_router_weight_on_input:
         parts.append("weight on input")
     return " ".join(parts)
+
+
+def _moe_gemm_header(moes: tuple[MoeEntry, ...]) -> str:
+    """The two expert GEMMs' weight shapes: GEMM1 holds gate and up (2*I) for gated experts, up only
+    (I) for non-gated ones."""
+    gated = {e.gated for e in moes}
+    first = "2*I" if gated == {True} else "I" if gated == {False} else "2*I gated, I non-gated"
+    return f"GEMM1 [E_local, {first}, H] then GEMM2 [E_local, H, I]  (I = inter/rank)"
 
 
 def _table(rows: list[list[str]], right: set[int]) -> list[str]:
@@ -47,7 +55,7 @@ def format_plan(plan: Plan) -> str:
     lines += _table(rows, right={1, 2})
     if plan.moe:
         lines.append("")
-        lines.append(f"Fused MoE ({len(plan.moe)}):  GEMM1 [E_local, {{2}}*I, H] then GEMM2 [E_local, H, I]")
+        lines.append(f"Fused MoE ({len(plan.moe)}):  {_moe_gemm_header(plan.moe)}")
         rows = [["name", "hidden", "inter/rank", "experts local/global", "top_k", "activation", "x/step", "modules"]]
         for e in plan.moe:
             rows.append([e.name, str(e.hidden), str(e.intermediate), f"{e.experts}/{e.global_experts}",

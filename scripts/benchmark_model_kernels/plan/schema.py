@@ -4,18 +4,28 @@ Schema-first: these frozen dataclasses ARE the plan JSON (`Plan.to_json()` / `Pl
 written by `benchmark_model.py --plan_json` and consumed by the runner (`--plan`). Sizes are
 per-rank *logical* sizes (what vLLM's layer shapes are, before any backend padding); `layers` are
 per-step invocation counts on one rank.
+
+A plan read back (`Plan.from_dict`, `from_json`, `read_plan_file`) is checked against these classes
+first (`validate_plan_dict`): every field's JSON type, sizes and counts positive integers, the
+enumerated values, no unknown fields, a schema version this tool reads. A mismatch is a `PlanError`
+naming the JSON path, e.g. `gemms[2].n=-5: must be a positive integer`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+import math
+from dataclasses import MISSING, Field, asdict, dataclass, fields
 from typing import Any
+
+from ..errors import UsageError
 
 PLAN_SCHEMA_VERSION = 1
 
 #: Values of `GemmEntry.parallel` (vLLM linear class each GEMM comes from).
 PARALLEL_KINDS = ("column", "row", "replicated", "vocab")
+#: Values of `Routing.scoring_func`.
+SCORING_FUNCS = ("softmax", "sigmoid")
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,9 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Plan":
+        """The plan a `to_dict()` dict describes; `PlanError` when it does not match the schema."""
+        validate_plan_dict(d)
+
         def build(klass: Any, raw: dict[str, Any]) -> Any:
             names = {f.name for f in fields(klass)}
             kw = {k: v for k, v in raw.items() if k in names}
@@ -194,9 +207,204 @@ class Plan:
         return cls.from_dict(json.loads(text))
 
 
+# ------------------------------------------------------------------ validation
+class PlanError(ValueError):
+    """A plan dict that does not match the schema: `<json path>=<value>: <fix>`."""
+
+    def __init__(self, path: str, value: object, fix: str, *, missing: bool = False):
+        self.path, self.value, self.fix, self.missing = path, value, fix, missing
+        super().__init__(f"{path}: missing; {fix}" if missing else f"{path}={_shown(value)}: {fix}")
+
+
+#: Largest per-rank GEMM or expert dimension accepted (a vocabulary of 2^24 at TP=1 fits).
+MAX_DIM = 1 << 26
+#: Largest count (per-step invocations, experts, TP/EP sizes) accepted.
+MAX_COUNT = 1 << 20
+
+#: (class, field) -> the integers it may hold; any other int field holds 0 to MAX_DIM.
+INT_RANGES: dict[tuple[type, str], tuple[int, int]] = {
+    **{(GemmEntry, f): (1, MAX_DIM) for f in ("n", "k")},
+    (GemmEntry, "layers"): (1, MAX_COUNT),
+    **{(MoeEntry, f): (1, MAX_DIM) for f in ("hidden", "intermediate")},
+    **{(MoeEntry, f): (1, MAX_COUNT) for f in ("experts", "global_experts", "top_k", "layers", "tokens_per_m")},
+    (MoeEntry, "ep_rank"): (0, MAX_COUNT),
+    **{(Routing, f): (1, MAX_COUNT) for f in ("n_group", "topk_group")},
+    **{(ModelInfo, f): (0, MAX_DIM) for f in ("num_hidden_layers", "hidden_size", "vocab_size")},
+    **{(Unsupported, f): (0, MAX_DIM) for f in ("n", "k")},
+    **{(Plan, f): (1, MAX_COUNT) for f in ("tp", "ep")},
+}
+#: (class, field) -> the strings it may hold.
+CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
+    (GemmEntry, "parallel"): PARALLEL_KINDS,
+    (Routing, "scoring_func"): SCORING_FUNCS,
+}
+#: (class, field) of strings that must not be empty.
+NON_EMPTY = {(GemmEntry, "name"), (MoeEntry, "name"), (MoeEntry, "activation"), (Routing, "method"),
+             (ModelInfo, "name")}
+#: Annotation of a nested field -> its class (a one-item tuple: a list of them).
+NESTED: dict[str, Any] = {
+    "ModelInfo": ModelInfo, "Routing": Routing, "tuple[GemmEntry, ...]": (GemmEntry,),
+    "tuple[MoeEntry, ...]": (MoeEntry,), "tuple[Unsupported, ...]": (Unsupported,),
+}
+#: (class, field) with no default that `from_dict` fills when a plan predates it (routing: renormalize).
+FILLED_ON_READ = {(MoeEntry, "routing")}
+#: What a plan entry is called in a message.
+WHAT = {Plan: "a plan", ModelInfo: "the model info", GemmEntry: "a GEMM entry", MoeEntry: "an MoE entry",
+        Routing: "a routing", Unsupported: "an unsupported module"}
+
+
+def _shown(value: object, limit: int = 48) -> str:
+    """A JSON value as JSON writes it (strings quoted, null, true), cut to `limit` characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _type_ok(base: str, value: object) -> bool:
+    if base == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return {"str": isinstance(value, str), "bool": isinstance(value, bool), "int": _is_int(value)}.get(base, True)
+
+
+def _check_scalar(klass: type, name: str, annotation: str, value: object, path: str) -> None:
+    base, nullable = annotation.removesuffix(" | None"), annotation.endswith(" | None")
+    if value is None:
+        if not nullable:
+            raise PlanError(path, value, f"must be {_wanted(klass, name, base)}, not null")
+        return
+    if not _type_ok(base, value):
+        raise PlanError(path, value, f"must be {_wanted(klass, name, base)}")
+    if isinstance(value, int) and base == "int":
+        low, high = INT_RANGES.get((klass, name), (0, MAX_DIM))
+        if not low <= value <= high:
+            raise PlanError(path, value, f"must be {_wanted(klass, name, base)}")
+    choices = CHOICES.get((klass, name))
+    if choices and value not in choices:
+        raise PlanError(path, value, f"must be one of {', '.join(choices)}")
+    if (klass, name) in NON_EMPTY and not value:
+        raise PlanError(path, value, "must not be empty")
+
+
+def _wanted(klass: type, name: str, base: str) -> str:
+    """How a field's value is described in a message: "a positive integer", "a string", ..."""
+    if base == "int":
+        low, high = INT_RANGES.get((klass, name), (0, MAX_DIM))
+        kind = "a positive integer" if low >= 1 else "an integer >= 0"
+        return kind if high >= MAX_DIM else f"{kind} up to {high}"
+    return {"str": "a string", "bool": "true or false", "float": "a finite number"}.get(base, base)
+
+
+def _check_field(klass: type, f: Field[Any], value: object, path: str) -> None:
+    annotation = str(f.type)
+    nested = NESTED.get(annotation)
+    if nested is None and annotation.startswith("tuple["):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise PlanError(path, value, "must be a list of strings")
+    elif isinstance(nested, tuple):
+        if not isinstance(value, (list, tuple)):  # a to_dict() dict holds tuples where JSON has lists
+            raise PlanError(path, value, f"must be a list, each item {WHAT[nested[0]]}")
+        for i, item in enumerate(value):
+            _check_object(nested[0], item, f"{path}[{i}]")
+    elif nested is not None:
+        if (klass, f.name) in FILLED_ON_READ and value is None:
+            return
+        _check_object(nested, value, path)
+    else:
+        _check_scalar(klass, f.name, annotation, value, path)
+
+
+def _check_object(klass: type, raw: object, path: str) -> None:
+    """`raw` is a JSON object with the fields of `klass`, each of its annotated type and range."""
+    if not isinstance(raw, dict):
+        raise PlanError(path or "(top level)", raw, f"must be a JSON object ({WHAT[klass]})")
+    known = [f.name for f in fields(klass)]
+    for key in raw:
+        if key not in known:
+            raise PlanError(_at(path, key), raw[key], f"unknown field of {WHAT[klass]} (it has {', '.join(known)}); "
+                            "a plan from a newer tool version?")
+    for f in fields(klass):
+        if f.name in raw:
+            _check_field(klass, f, raw[f.name], _at(path, f.name))
+        elif f.default is MISSING and f.default_factory is MISSING and (klass, f.name) not in FILLED_ON_READ:
+            raise PlanError(_at(path, f.name), None, f"{WHAT[klass]} needs it; write the plan with "
+                            "benchmark_model.py --plan_json", missing=True)
+
+
+def _check_moe_relations(moe: list[dict[str, Any]]) -> None:
+    """Expert counts that contradict each other: more local than global experts, top-k above them."""
+    for i, m in enumerate(moe):
+        e, total, top_k = m["experts"], m["global_experts"], m["top_k"]
+        if e > total:
+            raise PlanError(f"moe[{i}].experts", e, f"exceeds global_experts={total}; the experts on one rank "
+                            "are a share of all routed experts")
+        if top_k > total:
+            raise PlanError(f"moe[{i}].top_k", top_k, f"exceeds global_experts={total}; top-k must be between "
+                            f"1 and {total}")
+        routing = m.get("routing") or {}
+        n_group, topk_group = routing.get("n_group"), routing.get("topk_group")
+        if n_group is not None and topk_group is not None and topk_group > n_group:
+            raise PlanError(f"moe[{i}].routing.topk_group", topk_group, f"exceeds n_group={n_group}")
+
+
+def _check_schema_version(version: object) -> None:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise PlanError("schema_version", version, f"must be a plan schema version (this tool reads "
+                        f"{PLAN_SCHEMA_VERSION}); write the plan with benchmark_model.py --plan_json")
+    if version > PLAN_SCHEMA_VERSION:
+        raise PlanError("schema_version", version, f"this tool reads plan schema version {PLAN_SCHEMA_VERSION}; "
+                        "the plan comes from a newer tool version: use that version, or write the plan again "
+                        "with this one (benchmark_model.py --plan_json)")
+
+
+def validate_plan_dict(d: object) -> None:
+    """Raise `PlanError` (a ValueError) unless `d` is a plan dict this tool reads: the schema
+    version first (a newer plan may differ anywhere), then every field, then the expert counts."""
+    if isinstance(d, dict) and "schema_version" in d:
+        _check_schema_version(d["schema_version"])
+    _check_object(Plan, d, "")
+    assert isinstance(d, dict)
+    _check_moe_relations(d.get("moe", []))
+
+
+def read_plan_file(path: str, field: str = "--plan") -> Plan:
+    """The plan JSON at `path`; anything wrong with it is one `UsageError` line naming `field`, the
+    file and, for a schema mismatch, the JSON path: `--plan=p.json: gemms[2].n=-5: must be ...`."""
+    write_one = "write one with benchmark_model.py MODEL --plan_json plan.json"
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise UsageError(field, path, f"cannot be read ({e.strerror}); pass a file written by "
+                         "benchmark_model.py --plan_json") from None
+    except UnicodeDecodeError:
+        raise UsageError(field, path, f"is not UTF-8 text, so not a plan JSON; {write_one}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(field, path, f"is not valid JSON (line {e.lineno}: {e.msg}); {write_one}") from None
+    try:
+        return Plan.from_dict(raw)
+    except PlanError as e:
+        raise UsageError(field, path, str(e)) from None
+
+
 __all__ = [
     "PLAN_SCHEMA_VERSION",
     "PARALLEL_KINDS",
+    "SCORING_FUNCS",
+    "PlanError",
+    "validate_plan_dict",
+    "read_plan_file",
     "ModelInfo",
     "GemmEntry",
     "Routing",

@@ -10,11 +10,13 @@ per M.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import textwrap
 from typing import Sequence
 
+from ..files import write_bytes_atomic
 from .analysis import (
     ATTN,
     BASELINE,
@@ -161,6 +163,13 @@ def _hide_unused(axes, used: int) -> None:
         ax.set_visible(False)
 
 
+def _save_png(fig, path: str) -> None:
+    """Render to memory, then write atomically: a crash or a full disk leaves no half PNG."""
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI)
+    write_bytes_atomic(path, png.getvalue())
+
+
 def _save_part(fig, out_dir: str, stem: str, part: int, parts: int, title: str,
                subtitle: str) -> tuple[str, str]:
     """Title, save and close one (part of a) multi-panel figure; returns (title, file name)."""
@@ -169,7 +178,7 @@ def _save_part(fig, out_dir: str, stem: str, part: int, parts: int, title: str,
         title, stem = f"{title} ({part}/{parts})", f"{stem}_{part}"
     fig.suptitle(f"{title}\n({subtitle})", fontsize=10)
     fname = f"{stem}.png"
-    fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+    _save_png(fig, os.path.join(out_dir, fname))
     plt.close(fig)
     return title, fname
 
@@ -219,7 +228,7 @@ def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
     title = f"Roofline, {a.label} on {a.gpu}"
     fig.suptitle(f"{title}\n(one point per module and M, kernel-only rows; {note})", fontsize=10)
     fname = f"{prefix}roofline.png"
-    fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+    _save_png(fig, os.path.join(out_dir, fname))
     plt.close(fig)
     return [(title, fname)]
 
@@ -346,6 +355,6 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
     fig.suptitle(title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an MoE layer "
                  "under EP runs M*EP/TP)", fontsize=10)
     fname = f"{prefix}comparison.png"
-    fig.savefig(os.path.join(out_dir, fname), dpi=DPI)
+    _save_png(fig, os.path.join(out_dir, fname))
     plt.close(fig)
     return [(title, fname)]

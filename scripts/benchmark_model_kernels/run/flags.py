@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..cases.build import check_filters
 from ..cases.schema import DTYPES
 from ..errors import UsageError
+from ..files import path_arg
 from .pool import has_driver
 from .results import RESULTS_JSON, RunSettings
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_workdir
@@ -50,14 +51,16 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
     """The run flags shared by both CLIs (pass with_ms=False if the caller defines --ms)."""
     g = parser.add_argument_group("running (FlashInfer driver and torch baseline)")
     g.add_argument(
-        "--flashinfer_repo", metavar="PATH",
+        "--flashinfer_repo", metavar="PATH", type=path_arg("--flashinfer_repo"),
         help="FlashInfer source checkout whose benchmarks/flashinfer_benchmark.py times the cases, "
         "e.g. --flashinfer_repo ~/flashinfer (its tag must match the installed wheel). Not needed "
         "with --dry_run or when every --backends is torch.")
     g.add_argument(
-        "--workdir", metavar="DIR",
-        help="Output directory, e.g. --workdir runs/llama8b-tp1. Created if missing; one that "
-        "already holds results.json is refused unless --resume.")
+        "--workdir", metavar="DIR", type=path_arg("--workdir"),
+        help="Output directory, e.g. --workdir runs/llama8b-tp1 or --workdir ~/runs/x. Created if "
+        "missing; it must be new, empty or a workdir of this tool, and one that already holds "
+        "results.json is refused unless --resume. One run at a time: a second run (or dry run) "
+        "on the same workdir is refused while the first holds its run.lock.")
     if with_ms:
         g.add_argument(
             "--ms", type=int, nargs="+", metavar="M", default=list(DEFAULT_MS),
@@ -85,7 +88,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "--no_autotune", action="store_true",
         help="Skip FlashInfer's autotuner (default tactics; faster, usually slower kernels).")
     g.add_argument(
-        "--autotune_cache", metavar="PATH",
+        "--autotune_cache", metavar="PATH", type=path_arg("--autotune_cache"),
         help="FlashInfer autotuner cache to load and extend, e.g. --autotune_cache "
         "runs/tuned.json to reuse tuning across workdirs (default <workdir>/autotune_cache.json).")
     g.add_argument(

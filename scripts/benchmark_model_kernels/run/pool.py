@@ -6,6 +6,11 @@ case, the worker's JSON answer or, when it died or timed out, why there is none.
 One `WorkerPool` keeps ONE worker process (worker.py) alive across cases so torch, FlashInfer and
 their JIT modules load once. A case that crashes, hangs past its timeout, or poisons the CUDA
 context costs only itself: the pool kills the worker's process group and starts a fresh one.
+
+The worker runs in a session of its own (a Ctrl-C reaches the pool only, which saves the rows and
+then ends the worker) and still never outlives the pool: lifetime.py lists the mechanisms, of which
+the pool's parts are the --parent_pid, the lifeline pipe and each case's deadline_s. Every stop
+SIGKILLs the worker's whole process group before reaping the worker, so nothing it started is left.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ DRIVER_SCRIPT = "flashinfer_benchmark.py"
 #: scripts/, the folder holding the package: put on the worker's PYTHONPATH so its `python -m
 #: benchmark_model_kernels.run.worker` finds the package without an install.
 SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: Seconds a worker gives a case beyond the pool's timeout before ending itself: the pool, when it
+#: is alive and running, always acts first; the worker's deadline covers a pool that cannot.
+WORKER_DEADLINE_MARGIN_S = 5.0
+#: Seconds a worker whose stdin was closed gets to exit by itself before its group is killed.
+STOP_GRACE_S = 10.0
 
 
 def benchmarks_dir(flashinfer_repo: str) -> str:
@@ -47,6 +57,34 @@ def describe_exit(returncode: int | None) -> str:
     return f"worker exited with code {returncode}"
 
 
+def has_exited(pid: int) -> bool:
+    """Whether child `pid` has exited, WITHOUT reaping it: an unreaped child keeps its pid, and so
+    its process group id, from being reused, which makes a later killpg of that group safe."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+    except ChildProcessError:  # reaped already
+        return True
+
+
+def wait_exited(pid: int, timeout: float) -> bool:
+    """has_exited, waiting up to `timeout` seconds for it."""
+    deadline = time.monotonic() + timeout
+    while not has_exited(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group that worker `pid` leads: the worker, its group guard, and whatever
+    it started (JIT compilers, a driver subprocess)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class WorkerPool:
     """At most one live worker (one GPU); restarted after a crash, a timeout or a CUDA fault."""
 
@@ -56,6 +94,9 @@ class WorkerPool:
         self.python = python
         self.proc: subprocess.Popen | None = None
         self._answers = -1
+        self._lifeline = -1
+        """Write end of the worker's lifeline: only this process holds it, so its EOF in the
+        worker means this process is gone."""
         self._buf = b""
         self.starts = 0
         """How many worker processes were started (tests and the summary read it)."""
@@ -69,52 +110,60 @@ class WorkerPool:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
+    def command(self, answer_fd: int, lifeline_fd: int) -> list[str]:
+        """The worker's command line, given the fds it inherits."""
+        cmd = [self.python, "-u", "-m", "benchmark_model_kernels.run.worker", "--answer_fd", str(answer_fd),
+               "--parent_pid", str(os.getpid()), "--lifeline_fd", str(lifeline_fd)]
+        return cmd + (["--benchmarks_dir", self.bench_dir] if self.bench_dir else [])
+
     def start(self) -> None:
-        read_fd, write_fd = os.pipe()
-        cmd = [self.python, "-u", "-m", "benchmark_model_kernels.run.worker", "--answer_fd", str(write_fd)]
-        if self.bench_dir:
-            cmd += ["--benchmarks_dir", self.bench_dir]
+        """Start a worker. Call it from the thread that lives as long as the run: Linux sends the
+        parent-death signal when the THREAD that started the worker ends."""
+        answers_r, answers_w = os.pipe()
+        lifeline_r, lifeline_w = os.pipe()
         with open(self.worker_log, "ab") as log:
             self.proc = subprocess.Popen(
-                cmd,
+                self.command(answers_w, lifeline_r),
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
+                pass_fds=(answers_w, lifeline_r),
                 cwd=self.bench_dir or None,
                 env=self._env(),
-                start_new_session=True,  # its own process group: a timeout kills JIT children too
+                # Its own session: a Ctrl-C at the terminal reaches only this process, which saves
+                # the rows first; and one killpg ends the worker with everything it started.
+                start_new_session=True,
             )
-        os.close(write_fd)
-        self._answers, self._buf = read_fd, b""
+            log.write(f"[bmk-pool] worker pid {self.proc.pid} started\n".encode())
+        os.close(answers_w)
+        os.close(lifeline_r)
+        self._answers, self._lifeline, self._buf = answers_r, lifeline_w, b""
         self.starts += 1
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.returncode is None and not has_exited(self.proc.pid)
 
-    def stop(self, kill: bool = False) -> None:
-        """End the worker (closing stdin lets it exit; `kill` or a stuck one gets SIGKILL)."""
+    def stop(self, kill: bool = False) -> int | None:
+        """End the worker: closing its stdin lets it exit by itself within STOP_GRACE_S (no wait
+        with `kill`), then its process group is SIGKILLed, it is reaped and its pipes closed.
+        Returns its exit status if it exited by itself, None if it had to be killed."""
         if self.proc is None:
-            return
+            return None
         proc, self.proc = self.proc, None
         try:
             if proc.stdin:
                 proc.stdin.close()
         except OSError:
             pass
-        if not kill:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                kill = True
-        if kill and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
+        exited = proc.returncode is not None or wait_exited(proc.pid, 0 if kill else STOP_GRACE_S)
+        if proc.returncode is None:
+            kill_group(proc.pid)  # before the reaping: the group id is still the worker's
         proc.wait()
-        os.close(self._answers)
-        self._answers = -1
+        for fd in (self._answers, self._lifeline):
+            if fd >= 0:
+                os.close(fd)
+        self._answers = self._lifeline = -1
+        return proc.returncode if exited else None
 
     close = stop
 
@@ -125,6 +174,7 @@ class WorkerPool:
             self.stop(kill=True)
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
+        request = {**request, "deadline_s": timeout + WORKER_DEADLINE_MARGIN_S}
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
@@ -150,22 +200,19 @@ class WorkerPool:
         return WorkerReply(answer=answer)
 
     def _lost(self) -> WorkerReply:
-        proc = self.proc
-        rc = None
-        if proc is not None:
-            try:
-                rc = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                rc = None
-        self.stop(kill=True)
-        return WorkerReply(lost=describe_exit(rc))
+        return WorkerReply(lost=describe_exit(self.stop()))
 
 
 __all__ = [
     "DRIVER_SCRIPT",
     "SCRIPTS_DIR",
+    "STOP_GRACE_S",
+    "WORKER_DEADLINE_MARGIN_S",
     "WorkerPool",
     "benchmarks_dir",
     "describe_exit",
     "has_driver",
+    "has_exited",
+    "kill_group",
+    "wait_exited",
 ]

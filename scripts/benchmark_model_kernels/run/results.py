@@ -17,6 +17,10 @@ results.json layout (schema_version 1):
 Every Case yields exactly one Row; a Row's `status` is "ok" (a measured number), "unsupported"
 (GPU capability or a known shape limit rules it out; `reason` says which) or "failed" (unexpected
 error, crash or timeout; `reason` quotes the driver's own message).
+
+`validate_results(payload)` checks a results.json read back (the report's input, and the rows
+--resume keeps) against this layout: a `ResultsError` (a ValueError) names the JSON path, e.g.
+`rows[3].m="8": must be an integer >= 1`.
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
+
+from ..plan.schema import PlanError, validate_plan_dict
 
 RESULTS_SCHEMA_VERSION = 1
 RESULTS_JSON = "results.json"
@@ -129,6 +136,104 @@ class Row:
 CSV_COLUMNS = tuple(f.name for f in fields(Row))
 
 
+#: Row field -> the strings it may hold.
+ROW_CHOICES: dict[str, tuple[str, ...]] = {"kind": ("gemm", "moe"), "status": STATUSES, "timer": TIMERS}
+#: Row int fields that count something (at least 1); the other int fields are sizes >= 0.
+ROW_POSITIVE = ("layers", "m")
+#: Top-level results.json keys besides schema_version and rows -> the JSON type they hold.
+TOP_LEVEL_TYPES: dict[str, tuple[type, ...]] = {
+    "tool": (dict,), "command": (list,), "timestamp": (str,), "environment": (dict,), "settings": (dict,),
+    "plan": (dict, type(None)), "notes": (dict,),
+}
+_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", type(None): "null"}
+
+
+class ResultsError(ValueError):
+    """A results.json that does not match the layout: `<json path>=<value>: <fix>`."""
+
+    def __init__(self, path: str, value: object, fix: str, *, missing: bool = False):
+        self.path, self.value, self.fix = path, value, fix
+        super().__init__(f"{path}: missing; {fix}" if missing else f"{path}={_shown(value)}: {fix}")
+
+
+def _shown(value: object, limit: int = 48) -> str:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _row_value_fix(name: str, annotation: str, value: object) -> str | None:
+    """Why `value` cannot be Row field `name` (annotated `annotation`), or None when it can."""
+    base, nullable = annotation.removesuffix(" | None"), annotation.endswith(" | None")
+    if value is None:
+        return None if nullable else f"must be {_row_wanted(name, base)}, not null"
+    if base == "str":
+        if not isinstance(value, str):
+            return "must be a string"
+        choices = ROW_CHOICES.get(name)
+        return f"must be one of {', '.join(repr(c) for c in choices)}" if choices and value not in choices else None
+    if base == "bool":
+        return None if isinstance(value, bool) else "must be true or false"
+    if base == "int":
+        low = 1 if name in ROW_POSITIVE else 0
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+        return None if ok else f"must be {_row_wanted(name, base)}"
+    if base == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isinf(value)
+        return None if ok else "must be a number (or null)"
+    return None
+
+
+def _row_wanted(name: str, base: str) -> str:
+    if base == "int":
+        return "an integer >= 1" if name in ROW_POSITIVE else "an integer >= 0"
+    return {"str": "a string", "bool": "true or false", "float": "a number"}.get(base, base)
+
+
+def _check_row(row: object, path: str) -> None:
+    if not isinstance(row, dict):
+        raise ResultsError(path, row, "must be an object (one measurement)")
+    for f in fields(Row):
+        here = f"{path}.{f.name}"
+        if f.name not in row:
+            if f.default is MISSING:
+                raise ResultsError(here, None, "every row records it; restore results.json or rerun", missing=True)
+            continue
+        fix = _row_value_fix(f.name, str(f.type), row[f.name])
+        if fix:
+            raise ResultsError(here, row[f.name], fix)
+
+
+def validate_results(payload: object) -> None:
+    """Raise `ResultsError` (a ValueError) unless `payload` is a results.json this tool reads: an
+    object of RESULTS_SCHEMA_VERSION whose `rows` are Row objects (each field of its type; fields
+    a row predates may be absent, unknown ones are ignored, as `row_from_dict` does) and whose
+    `plan`, when there is one, is a valid plan."""
+    if not isinstance(payload, dict):
+        raise ResultsError("(top level)", payload, "must be a JSON object (a benchmark results file)")
+    version = payload.get("schema_version")
+    if version != RESULTS_SCHEMA_VERSION or isinstance(version, bool):
+        raise ResultsError("schema_version", version, f"this tool reads results schema version "
+                           f"{RESULTS_SCHEMA_VERSION}; use the tool version that wrote it")
+    if "rows" not in payload:
+        raise ResultsError("rows", None, "a benchmark results file holds a list of rows", missing=True)
+    rows = payload["rows"]
+    if not isinstance(rows, list):
+        raise ResultsError("rows", rows, "must be a list of row objects")
+    for key, types in TOP_LEVEL_TYPES.items():
+        if key in payload and not isinstance(payload[key], types):
+            raise ResultsError(key, payload[key], f"must be {' or '.join(_JSON_TYPE[t] for t in types)}")
+    for i, row in enumerate(rows):
+        _check_row(row, f"rows[{i}]")
+    if payload.get("plan") is not None:
+        try:
+            validate_plan_dict(payload["plan"])
+        except PlanError as e:
+            raise ResultsError(f"plan.{e.path}", e.value, e.fix, missing=e.missing) from None
+
+
 def row_from_dict(d: dict[str, Any]) -> Row:
     names = set(CSV_COLUMNS)
     return Row(**{k: v for k, v in d.items() if k in names})
@@ -156,3 +261,7 @@ def csv_text(rows: Iterable[Row]) -> str:
         d = asdict(r)
         w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
     return buf.getvalue()
+
+
+__all__ = ["RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS", "RunSettings", "Row",
+           "CSV_COLUMNS", "ResultsError", "validate_results", "row_from_dict", "load_results", "rows_of", "csv_text"]

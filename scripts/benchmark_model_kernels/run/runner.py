@@ -7,8 +7,9 @@ and the exit code. Each case goes to the worker pool (pool.py), its output becom
 (outcome.py) and a Row with roofline numbers; results.json is rewritten after every case.
 
 Exit codes: 0 every row ok/unsupported; 1 some row failed (after everything is written);
-2 bad input (one `error:` line, nothing written or overwritten); 130 interrupted (the rows so far
-are written; --resume continues).
+2 bad input (one `error:` line, nothing written or overwritten); 128 + the signal when stopped by
+SIGINT (130), SIGTERM (143) or SIGHUP (129): the rows so far are written, --resume continues (the
+worker ends with the run however the run ends: pool.py, lifetime.py).
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from .. import __version__
 from ..cases import build as case_building
 from ..cases.schema import Case
 from ..errors import UsageError, cli_main
-from ..files import write_json_atomic, write_text_atomic
+from ..files import disk_full_as_usage_error, write_json_atomic, write_text_atomic
 from ..plan.schema import Plan
 from . import roofline
 from .argv import driver_argv
 from .flags import Gpu, RunRequest, validate_args
+from .interrupts import interrupt_exit_code, interrupt_signal, stop_signals_raise
 from .outcome import (
     Outcome,
     WorkerReply,
@@ -44,7 +46,17 @@ from .pool import WorkerPool
 from .progress import EtaEstimator, progress_line
 from .quant_timing import QUANT_TIMING_NOTE
 from .results import RESULTS_CSV, RESULTS_JSON, RESULTS_SCHEMA_VERSION, Row, RunSettings, csv_text
-from .workdir import CASE_DIR, DRIVER_LOG, TESTLIST, dry_run, load_kept, make_workdir, testlist_text
+from .workdir import (
+    CASE_DIR,
+    DRIVER_LOG,
+    TESTLIST,
+    check_workdir,
+    dry_run,
+    load_kept,
+    make_workdir,
+    testlist_text,
+    workdir_lock,
+)
 
 #: What the run records as results.json["environment"], given the --flashinfer_repo (the CLIs pass
 #: `env.environment.collect`; the run stage itself does not probe the machine).
@@ -283,15 +295,11 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         header["notes"]["resumed"] = f"{len(kept)} rows kept from the previous run (results.prev.json)"
     runner = Runner(cases, settings, workdir, flashinfer_repo, header, gpu, kept, progress)
     runner.save()
-    try:
-        rows = runner.run()
-    except KeyboardInterrupt:
-        runner.save()
-        done = [runner.rows[c.case_id] for c in cases if c.case_id in runner.rows]
-        write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(done))
-        print(f"interrupted after {len(done)} of {len(cases)} rows; results.json and the CSV hold "
-              "them; continue with the same command plus --resume", file=progress)
-        return 130
+    with stop_signals_raise():  # SIGTERM and SIGHUP end the run as Ctrl-C does
+        try:
+            rows = runner.run()
+        except KeyboardInterrupt as interrupt:
+            return _save_interrupted(runner, interrupt, progress)
     runner.save()
     write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows))
     if report is not None:
@@ -304,6 +312,20 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         print(f"note: the plan has {len(plan.unsupported)} module(s) it could not place; they have "
               "no rows (see the plan in results.json)", file=progress)
     return exit_code(rows)
+
+
+def _save_interrupted(runner: Runner, interrupt: KeyboardInterrupt, progress: TextIO) -> int:
+    """Write the rows measured before `interrupt`, say how to resume; 128 + its signal."""
+    runner.save()
+    done = [runner.rows[c.case_id] for c in runner.cases if c.case_id in runner.rows]
+    write_text_atomic(os.path.join(runner.workdir, RESULTS_CSV), csv_text(done))
+    try:
+        print(f"interrupted by {interrupt_signal(interrupt).name} after {len(done)} of "
+              f"{len(runner.cases)} rows; results.json and the CSV hold them; continue with the "
+              "same command plus --resume", file=progress, flush=True)
+    except OSError:  # a SIGHUP's terminal may be gone; the rows are written, which is what counts
+        pass
+    return interrupt_exit_code(interrupt)
 
 
 def _write_report(report: ReportWriter, workdir: str, progress: TextIO) -> None:
@@ -336,10 +358,15 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
         raise UsageError("--dtypes", " ".join(request.dtypes), "no cases to run for this plan; "
                          "widen --dtypes/--backends")
     make_workdir(request.workdir)
-    if request.dry_run:
-        return dry_run(cases, request.settings, request.workdir, gpu=gpu)
-    return run_plan(plan, cases, request.settings, request.workdir, request.flashinfer_repo, gpu,
-                    resume=request.resume, environment=environment, report=report)
+    rerun = "free space and run the same command again" if request.dry_run else \
+        "free space and rerun with --resume (results.json holds every row written so far)"
+    # One run per workdir, dry runs included; the lock ends with the process, however it ends.
+    with disk_full_as_usage_error("--workdir", request.workdir, rerun), workdir_lock(request.workdir):
+        check_workdir(request.workdir, request.resume)  # again: a run may have finished meanwhile
+        if request.dry_run:
+            return dry_run(cases, request.settings, request.workdir, gpu=gpu)
+        return run_plan(plan, cases, request.settings, request.workdir, request.flashinfer_repo, gpu,
+                        resume=request.resume, environment=environment, report=report)
 
 
 __all__ = [

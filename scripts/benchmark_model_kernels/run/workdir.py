@@ -1,15 +1,22 @@
-"""The workdir: its file names, the checks before anything is written, and the files of a dry run.
+"""The workdir: its file names, the checks before anything is written, its lock, and the files of a
+dry run.
 
 In: the --workdir path, the planned Cases and the RunSettings. Out: the workdir itself (checked,
-created), testlist.txt, cases.json and the case summary of --dry_run, and on --resume the rows of
-the earlier results.json still worth keeping.
+created, locked for one run at a time), testlist.txt, cases.json and the case summary of
+--dry_run, and on --resume the rows of the earlier results.json still worth keeping (and a backup
+of that results.json).
+
+A workdir is new, empty, or a workdir of this tool (TOOL_MARKERS): a folder holding other files is
+refused, so that none of them is replaced.
 
 Workdir contents:
   testlist.txt          every driver case's argv, runnable with the real driver's --testlist
   cases.json            (--dry_run) the planned cases with their skip reasons
   driver.log            everything printed per case, delimited by the case id
   results.json          the source of truth, rewritten atomically after EVERY case
-  results.prev.json     (--resume) the results.json the resumed run started from
+  results.prev.json     (--resume) the results.json the resumed run started from; an older one
+                        is kept as results.prev.<N>.json (1 the oldest, the highest N the newest)
+  run.lock              held (flock) by the run using the workdir: its PID and command line
   combined_results.csv  derived from results.json at the end
   cases/<case_id>.csv   each driver case's raw CSV;  cases/worker.log  worker start-up output
   autotune_cache.json   FlashInfer's autotuner cache (default location; --autotune_cache moves it)
@@ -17,21 +24,24 @@ Workdir contents:
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
+import re
 import shlex
-import shutil
 import sys
 import tempfile
 from dataclasses import asdict, replace
-from typing import Iterable, TextIO
+from typing import Iterable, Iterator, Sequence, TextIO
 
 from ..cases.schema import Case
 from ..errors import UsageError
-from ..files import write_text_atomic
+from ..files import copy_file_atomic, write_text_atomic
 from .argv import driver_argv
 from .outcome import Outcome, row_from_case
-from .results import RESULTS_JSON, Row, RunSettings, load_results, rows_of
+from .results import RESULTS_JSON, Row, RunSettings, load_results, rows_of, validate_results
 
 TESTLIST = "testlist.txt"
 CASES_JSON = "cases.json"
@@ -39,6 +49,9 @@ DRIVER_LOG = "driver.log"
 CASE_DIR = "cases"
 PREV_RESULTS = "results.prev.json"
 DEFAULT_AUTOTUNE_CACHE = "autotune_cache.json"
+LOCK_FILE = "run.lock"
+#: Files that make a folder a workdir of this tool (a run, a dry run, or a run's lock).
+TOOL_MARKERS = (RESULTS_JSON, CASES_JSON, LOCK_FILE)
 
 
 def _existing_ancestor(path: str) -> str:
@@ -51,7 +64,8 @@ def _existing_ancestor(path: str) -> str:
 
 
 def check_workdir(workdir: str | None, resume: bool) -> str:
-    """The absolute workdir; refuses to overwrite results (raises UsageError)."""
+    """The absolute workdir: new, empty, or a workdir of this tool (one holding results.json only
+    with --resume). Raises UsageError otherwise, so that no file of another kind is replaced."""
     if not workdir:
         raise UsageError("--workdir", workdir, "is required to run or dry-run; e.g. --workdir runs/llama8b")
     path = os.path.abspath(workdir)
@@ -67,7 +81,34 @@ def check_workdir(workdir: str | None, resume: bool) -> str:
         raise UsageError(
             "--workdir", workdir,
             "already holds results.json; pass --resume to continue it or choose a new --workdir")
+    if os.path.isdir(path):
+        _check_holds_only_tool_files(path, workdir)
     return path
+
+
+def _check_holds_only_tool_files(path: str, workdir: str) -> None:
+    """An existing workdir is empty or a workdir of this tool, whose files a run may replace."""
+    try:
+        names = sorted(os.listdir(path))
+        foreign = bool(names) and not is_tool_workdir(path)
+    except OSError as e:
+        raise UsageError("--workdir", workdir, f"cannot be read ({e.strerror}); choose a readable "
+                         "--workdir") from None
+    if foreign:
+        raise UsageError("--workdir", workdir, f"holds other files ({', '.join(names[:3])}) and no "
+                         "results.json, so it is not a workdir of this tool; choose a new or empty "
+                         "--workdir")
+
+
+def is_tool_workdir(path: str) -> bool:
+    """A run's or dry run's workdir (a marker file), or a sweep's: a folder of such workdirs."""
+    def marked(folder: str) -> bool:
+        return any(os.path.exists(os.path.join(folder, m)) for m in TOOL_MARKERS)
+
+    if marked(path):
+        return True
+    return any(marked(os.path.join(path, name)) for name in os.listdir(path)
+               if os.path.isdir(os.path.join(path, name)))
 
 
 def make_workdir(path: str) -> None:
@@ -79,6 +120,63 @@ def make_workdir(path: str) -> None:
     except OSError as e:
         raise UsageError("--workdir", path, f"cannot be created or written ({e.strerror}); choose a "
                          "writable --workdir") from None
+
+
+def take_workdir_lock(workdir: str, command: Sequence[str] | None = None) -> int:
+    """Lock `workdir` for this process: an exclusive, non-blocking flock on its run.lock, which
+    then names this PID and `command` (default sys.argv). Returns the lock file's descriptor: the
+    lock lasts until it is closed or the process ends, however it ends. Raises UsageError naming
+    the holder when another run has it."""
+    try:
+        fd = os.open(os.path.join(workdir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise UsageError("--workdir", workdir, f"its {LOCK_FILE} cannot be opened ({e.strerror}); "
+                         "choose a writable --workdir") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise UsageError("--workdir", workdir, f"cannot be locked ({e.strerror}); choose a "
+                             "--workdir on a local disk") from None
+        raise UsageError("--workdir", workdir, f"is in use by another run ({holder}); wait for it "
+                         "to finish, or choose another --workdir") from None
+    argv = list(command if command is not None else sys.argv)
+    try:
+        # Written in place, not renamed into place: the lock belongs to this very file.
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}\ncommand {shlex.join(argv)}\n".encode())
+    except OSError:
+        os.close(fd)  # a full disk: give the lock back before the error is reported
+        raise
+    return fd
+
+
+def _lock_holder(fd: int) -> str:
+    """'pid 123: <command>' of the run holding the lock, as its run.lock says."""
+    text = os.pread(fd, 64 * 1024, 0).decode(errors="replace")
+    pid = re.search(r"^pid (\d+)$", text, re.M)
+    command = re.search(r"^command (.*)$", text, re.M)
+    if not pid:
+        return "pid unknown: it is just starting"
+    return f"pid {pid.group(1)}: {command.group(1) if command else '(command unknown)'}"
+
+
+def release_workdir_lock(fd: int) -> None:
+    """Unlock: an empty run.lock then says no run holds the workdir."""
+    os.ftruncate(fd, 0)
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: str, command: Sequence[str] | None = None) -> Iterator[None]:
+    """Hold the workdir's lock (take_workdir_lock) for the block."""
+    fd = take_workdir_lock(workdir, command)
+    try:
+        yield
+    finally:
+        release_workdir_lock(fd)
 
 
 def testlist_text(cases: Iterable[Case], settings: RunSettings) -> str:
@@ -140,7 +238,9 @@ def load_kept(workdir: str, cases: list[Case]) -> tuple[dict[str, Row], int]:
     if not os.path.isfile(path):
         return {}, 0
     try:
-        previous = rows_of(load_results(path))
+        payload = load_results(path)
+        validate_results(payload)
+        previous = rows_of(payload)
     except (OSError, ValueError, TypeError) as e:
         raise UsageError("--resume", workdir, f"its results.json cannot be read ({e}); choose a new --workdir") from e
     planned = {c.case_id: c for c in cases}
@@ -151,8 +251,25 @@ def load_kept(workdir: str, cases: list[Case]) -> tuple[dict[str, Row], int]:
             continue
         if _same_case(r, row_from_case(c, Outcome("failed"))):
             kept[r.case_id] = r
-    shutil.copyfile(path, os.path.join(workdir, PREV_RESULTS))  # never lose the earlier run
+    back_up_results(workdir)
     return kept, len(previous)
+
+
+def back_up_results(workdir: str) -> str:
+    """Copy results.json to results.prev.json, first renaming an existing results.prev.json to
+    results.prev.<N>.json (N one above the highest there), so no earlier run is ever lost.
+    Returns the backup's path."""
+    backup = os.path.join(workdir, PREV_RESULTS)
+    if os.path.exists(backup):
+        os.rename(backup, os.path.join(workdir, f"results.prev.{_next_backup_number(workdir)}.json"))
+    copy_file_atomic(os.path.join(workdir, RESULTS_JSON), backup)
+    return backup
+
+
+def _next_backup_number(workdir: str) -> int:
+    numbers = [int(m.group(1)) for name in os.listdir(workdir)
+               if (m := re.fullmatch(r"results\.prev\.(\d+)\.json", name))]
+    return max(numbers, default=0) + 1
 
 
 def _same_case(row: Row, fresh: Row) -> bool:
@@ -171,12 +288,19 @@ __all__ = [
     "CASE_DIR",
     "DEFAULT_AUTOTUNE_CACHE",
     "DRIVER_LOG",
+    "LOCK_FILE",
     "PREV_RESULTS",
     "TESTLIST",
+    "TOOL_MARKERS",
+    "back_up_results",
     "check_workdir",
     "dry_run",
+    "is_tool_workdir",
     "load_kept",
     "make_workdir",
+    "release_workdir_lock",
     "summary_table",
+    "take_workdir_lock",
     "testlist_text",
+    "workdir_lock",
 ]

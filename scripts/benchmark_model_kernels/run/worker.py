@@ -1,12 +1,15 @@
 """The GPU-side worker: runs cases one after another inside ONE long-lived process.
 
 Started by `pool.WorkerPool` as `python -m benchmark_model_kernels.run.worker --answer_fd N
---benchmarks_dir DIR` with cwd = DIR (FlashInfer's `benchmarks/`, so `import flashinfer_benchmark`
-and `routines` resolve and the checkout root, whose `flashinfer/` would shadow the wheel, does not).
+--parent_pid P --lifeline_fd L --benchmarks_dir DIR` with cwd = DIR (FlashInfer's `benchmarks/`, so
+`import flashinfer_benchmark` and `routines` resolve and the checkout root, whose `flashinfer/` would
+shadow the wheel, does not), in a session of its own. It never outlives the pool, nor a case's
+deadline_s (lifetime.py says how).
 
 Protocol (one JSON object per line):
   parent -> stdin:       {"job": "driver"|"torch"|"quant", "case_id", "log_path", "csv_path",
-                          "argv": [...driver argv...], "case": {...}, "settings": {...}}
+                          "argv": [...driver argv...], "case": {...}, "settings": {...},
+                          "deadline_s": seconds after which the worker ends itself (optional)}
   worker -> answer fd:   {"case_id", "elapsed_s", "exception", "systemexit", "unsupported",
                           "measurement", "warnings", "autotune_dropped", "poisoned"}
 The driver prints to stdout/stderr, so both fds are redirected (os.dup2, which also catches native
@@ -30,7 +33,7 @@ import warnings
 from typing import Any
 
 from ..cases.schema import Case
-from . import quant_timing, torch_backend, triton_backend
+from . import lifetime, quant_timing, torch_backend, triton_backend
 from .outcome import RETRY_MARKER
 from .results import RunSettings
 from .timing import UnsupportedCase
@@ -162,6 +165,7 @@ def run_request(req: dict[str, Any]) -> dict[str, Any]:
     os.dup2(log_fd, 2)
     t0 = time.monotonic()
     answer: dict[str, Any] = {}
+    lifetime.arm_case_deadline(req.get("deadline_s"))
     try:
         # record=True + "always": FlashInfer's CUPTI-fallback warning is shown once per process
         # by default; every case must see it to label its own timer.
@@ -180,6 +184,7 @@ def run_request(req: dict[str, Any]) -> dict[str, Any]:
             sys.stderr.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
         answer["poisoned"] = _cuda_poisoned(answer)
     finally:
+        lifetime.disarm_case_deadline()
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(saved[0], 1)
@@ -197,8 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         allow_abbrev=False,
     )
     p.add_argument("--answer_fd", type=int, required=True, help="fd to write answers to, e.g. 5")
+    p.add_argument("--parent_pid", type=int, default=0,
+                   help="the pool's pid, e.g. 4242: the worker ends itself when that process is gone")
+    p.add_argument("--lifeline_fd", type=int, default=-1,
+                   help="read end of a pipe only the pool writes to, e.g. 6: its EOF ends the worker")
     p.add_argument("--benchmarks_dir", default="", help="FlashInfer checkout's benchmarks/ dir")
     a = p.parse_args(argv)
+    lifetime.bind_to_parent(a.parent_pid, a.lifeline_fd)
+    lifetime.start_group_guard()
     os.set_inheritable(a.answer_fd, False)  # JIT builds (ninja, nvcc) must not hold the pipe open
     answers = os.fdopen(a.answer_fd, "w", buffering=1)
     faulthandler.enable()  # a segfault prints the Python stack into the case log
