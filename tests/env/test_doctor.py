@@ -201,23 +201,34 @@ TILEIRAS_FIX = ("pip install cuda-tile[tileiras] (or a CUDA Toolkit 13.1+ with t
                 "$CUDA_HOME/bin)")
 
 
-def test_h200_without_tileiras_warns_naming_cutile_and_the_install():
-    checks = checks_of(H200_GREEN)
+def _blackwell(probes: dict) -> dict:
+    """The same machine with a B200 (sm_100), where tileiras does have a target."""
+    return {**probes, "gpu": {**probes["gpu"], "name": "NVIDIA B200", "compute_capability": "10.0"},
+            "env": {**probes["env"], "FLASHINFER_CUDA_ARCH_LIST": "10.0a"}}
+
+
+def test_h200_asks_for_no_tileiras_cutile_cannot_target_sm90():
+    tileiras = by_name(checks_of(H200_GREEN))["tileiras"]
+    assert tileiras.ok is True and "not needed on this GPU" in tileiras.detail and "sm_90" in tileiras.detail
+    assert by_name(d.run_checks(H200_GREEN, backends=["cutile"]))["tileiras"].ok is True
+
+
+def test_without_tileiras_warns_naming_cutile_and_the_install():
+    checks = checks_of(_blackwell(H200_GREEN))
     tileiras = by_name(checks)["tileiras"]
     assert tileiras == d.Check("tileiras", None, f"{TILEIRAS_MISSING}: the cutile backend (mm_bf16) "
                                "needs it, so its rows fail as set-up", TILEIRAS_FIX)
-    assert d.ready(checks)
     assert ("[warn] tileiras: tileiras compiler not found" in d.format_checks(checks)
             and f"fix: {TILEIRAS_FIX}" in d.format_checks(checks))
 
 
 def test_without_tileiras_a_cutile_run_is_not_ready():
-    checks = d.run_checks(H200_GREEN, backends=["cudnn", "cutile"])
+    checks = d.run_checks(_blackwell(H200_GREEN), backends=["cudnn", "cutile"])
     tileiras = by_name(checks)["tileiras"]
     assert tileiras.ok is False and "the requested cutile backend (mm_bf16) needs it" in tileiras.detail
     assert d.verdict_line(checks) == ("NOT READY: 1 check(s) failed (tileiras); fix them and run "
                                       "the doctor again.")
-    assert by_name(d.run_checks(H200_GREEN, backends=["cudnn"]))["tileiras"].ok is None
+    assert by_name(d.run_checks(_blackwell(H200_GREEN), backends=["cudnn"]))["tileiras"].ok is None
 
 
 def test_check_tileiras_verdicts():
@@ -398,3 +409,13 @@ def test_cli_rejects_abbreviations_and_documents_every_flag():
     help_text = _cli("--help").stdout
     for flag in ("--flashinfer_repo", "--gpu", "--backends", "--json", "exit status"):
         assert flag in help_text
+
+
+def test_tileiras_is_not_asked_for_on_a_gpu_it_cannot_target():
+    """tileiras has no sm_90 target (measured on the H200): the cutile rows are unsupported there
+    before launch, so the doctor asks for no install, even with --backends cutile."""
+    from benchmark_model_kernels.env.doctor import check_tileiras
+
+    check = check_tileiras({}, ["cutile"], "9.0")
+    assert check.ok is True and "sm_90" in check.detail
+    assert check_tileiras({}, ["cutile"], "10.0").ok is False

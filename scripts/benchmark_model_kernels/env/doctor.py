@@ -242,10 +242,30 @@ TILEIRAS_FIX = ("pip install cuda-tile[tileiras] (or a CUDA Toolkit 13.1+ with t
                 "$CUDA_HOME/bin)")
 
 
-def check_tileiras(probe: dict[str, Any], backends: Sequence[str] = ()) -> Check:
+def _cutile_toolchain_limit(compute_capability: str | None) -> str:
+    """Why cutile cannot run on this GPU whatever is installed ("" when it can, or cc unknown)."""
+    from ..cases.backends import TOOLCHAIN_LIMITS  # noqa: PLC0415 - the one table, read lazily
+
+    try:
+        cc = tuple(int(x) for x in str(compute_capability).split("."))
+    except ValueError:
+        return ""
+    for lim in TOOLCHAIN_LIMITS:
+        if lim.backend == "cutile" and lim.cc == cc:
+            return lim.why
+    return ""
+
+
+def check_tileiras(probe: dict[str, Any], backends: Sequence[str] = (),
+                   compute_capability: str | None = None) -> Check:
     """FlashInfer's cutile backend (mm_bf16) JIT-compiles with the tileiras compiler through the
     cuda-tile package; without either, every cutile row fails as a set-up problem. Only cutile
-    needs them, so a gap is a warning unless --backends asks for cutile."""
+    needs them, so a gap is a warning unless --backends asks for cutile. On a GPU tileiras cannot
+    target (sm_90), the rows are unsupported whatever is installed: nothing to install."""
+    limit = _cutile_toolchain_limit(compute_capability) if compute_capability else ""
+    if limit:
+        return Check("tileiras", True, f"not needed on this GPU: cutile rows are unsupported here "
+                                       f"({limit})")
     path, module = probe.get("tileiras"), probe.get("cuda_tile_importable")
     if path and module:
         return Check("tileiras", True, f"tileiras at {path} (from {probe.get('found_in')}), "
@@ -337,7 +357,8 @@ def run_checks(p: dict[str, Any], backends: Sequence[str] = ()) -> list[Check]:
         checks.append(check_cupti(p["timer_probe"], p["stack"] or {}, p["gpu"]))
     runtime = (p.get("stack") or {}).get("cuda_runtime")
     checks.append(check_nvcc(p["nvcc"], runtime))
-    checks.append(check_tileiras(p.get("tileiras") or {}, backends))
+    checks.append(check_tileiras(p.get("tileiras") or {}, backends,
+                                 (p["gpu"] or {}).get("compute_capability") if gpu_ok else None))
     checks.append(check_no_download(p["env"]))
     if gpu_ok:
         checks.append(check_arch_list(p["env"], p["gpu"]))
