@@ -7,6 +7,7 @@ line on stderr and exit code 2 (no traceback).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from typing import Callable, NoReturn
@@ -87,3 +88,13 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise usage_error_from_argparse(self, message)
+
+
+def shown_value(value: object, limit: int = 48) -> str:
+    """A value as JSON writes it (strings quoted, null, true), cut to `limit` characters: how a
+    config, plan or results value appears in an error line."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -14,12 +14,11 @@ would use, unless --allow_defaults (then the plan notes it).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, shown_value
 from ..vllm_rules.required_keys import DERIVED_WHEN_ABSENT, NEUTRAL_DEFAULTS, RELIED_ON_DEFAULTS, Key, alternatives
 
 #: Sub-objects of a multimodal config.json that hold the language model's keys.
@@ -88,13 +87,6 @@ EXPERT_COUNT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
 TOP_K_KEYS = ("num_experts_per_tok", "top_k_experts", "num_experts_per_token", "moe_topk")
 
 
-def shown(value: object, limit: int = 48) -> str:
-    """A config value as JSON writes it (strings quoted, null, true), cut to `limit` characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _kind(value: object) -> str:
@@ -115,11 +107,11 @@ def _check_one(key: str, value: object, bound: Bound) -> None:
             fix = f"must be {wanted} written without a fraction (e.g. {int(value)}); fix config.json"
         else:
             fix = f"must be {wanted} ({bound.what}), not {_kind(value)}; fix config.json"
-        raise ConfigKeyError(key, shown(value), fix)
+        raise ConfigKeyError(key, shown_value(value), fix)
     if not bound.low <= value <= bound.high:
         fix = (f"must be at most {bound.high} ({bound.what}); fix config.json" if value > bound.high
                else f"must be {wanted} ({bound.what}); fix config.json")
-        raise ConfigKeyError(key, shown(value), fix)
+        raise ConfigKeyError(key, shown_value(value), fix)
 
 
 def _first_int(d: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, int] | None:
@@ -140,7 +132,7 @@ def language_model_dicts(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
         if sub not in raw or raw[sub] is None:
             continue
         if not isinstance(raw[sub], dict):
-            raise ConfigKeyError(sub, shown(raw[sub]), "must be an object holding the language model's keys; "
+            raise ConfigKeyError(sub, shown_value(raw[sub]), "must be an object holding the language model's keys; "
                                  "fix config.json")
         out.append((f"{sub}.", raw[sub]))
     return out
@@ -149,7 +141,7 @@ def language_model_dicts(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
 def _check_architectures(raw: dict[str, Any]) -> None:
     archs = raw.get("architectures")
     if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        raise ConfigKeyError("architectures", shown(archs), 'must be a list of class names such as '
+        raise ConfigKeyError("architectures", shown_value(archs), 'must be a list of class names such as '
                              '["LlamaForCausalLM"]; fix config.json')
 
 
@@ -255,7 +247,7 @@ def _relied_on(raw: dict[str, Any], cfg: Any) -> tuple[set[str], str]:
 
 
 def _listing(defaulted: list[DefaultedKey]) -> tuple[str, str]:
-    return ", ".join(d.key for d in defaulted), ", ".join(shown(d.value, 32) for d in defaulted)
+    return ", ".join(d.key for d in defaulted), ", ".join(shown_value(d.value, 32) for d in defaulted)
 
 
 def settle_defaults(raw: dict[str, Any], cfg: Any, keys: Iterable[Key], allow_defaults: bool,
@@ -287,5 +279,5 @@ def settle_defaults(raw: dict[str, Any], cfg: Any, keys: Iterable[Key], allow_de
     return notes
 
 
-__all__ = ["ConfigKeyError", "Bound", "BOUNDS", "EXPERT_COUNT_KEYS", "TOP_K_KEYS", "DefaultedKey", "shown",
+__all__ = ["ConfigKeyError", "Bound", "BOUNDS", "EXPERT_COUNT_KEYS", "TOP_K_KEYS", "DefaultedKey",
            "language_model_dicts", "check_values", "declares_constant_default", "defaulted_keys", "settle_defaults"]

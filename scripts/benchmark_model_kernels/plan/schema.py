@@ -18,7 +18,7 @@ import math
 from dataclasses import MISSING, Field, asdict, dataclass, fields
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import UsageError, shown_value
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -213,7 +213,7 @@ class PlanError(ValueError):
 
     def __init__(self, path: str, value: object, fix: str, *, missing: bool = False):
         self.path, self.value, self.fix, self.missing = path, value, fix, missing
-        super().__init__(f"{path}: missing; {fix}" if missing else f"{path}={_shown(value)}: {fix}")
+        super().__init__(f"{path}: missing; {fix}" if missing else f"{path}={shown_value(value)}: {fix}")
 
 
 #: Largest per-rank GEMM or expert dimension accepted (a vocabulary of 2^24 at TP=1 fits).
@@ -253,13 +253,6 @@ WHAT = {Plan: "a plan", ModelInfo: "the model info", GemmEntry: "a GEMM entry", 
         Routing: "a routing", Unsupported: "an unsupported module"}
 
 
-def _shown(value: object, limit: int = 48) -> str:
-    """A JSON value as JSON writes it (strings quoted, null, true), cut to `limit` characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _at(path: str, key: str) -> str:

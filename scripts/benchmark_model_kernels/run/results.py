@@ -33,6 +33,7 @@ import os
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
 
+from ..errors import shown_value
 from ..plan.schema import PlanError, validate_plan_dict
 
 RESULTS_SCHEMA_VERSION = 1
@@ -153,15 +154,9 @@ class ResultsError(ValueError):
 
     def __init__(self, path: str, value: object, fix: str, *, missing: bool = False):
         self.path, self.value, self.fix = path, value, fix
-        super().__init__(f"{path}: missing; {fix}" if missing else f"{path}={_shown(value)}: {fix}")
+        super().__init__(f"{path}: missing; {fix}" if missing else f"{path}={shown_value(value)}: {fix}")
 
 
-def _shown(value: object, limit: int = 48) -> str:
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _row_value_fix(name: str, annotation: str, value: object) -> str | None:
