@@ -588,3 +588,20 @@ def test_router_gate_and_lm_head_are_built_in_bf16_only():
         dtypes.setdefault(c.name, set()).add(c.dtype)
     assert dtypes["o_proj"] == {"bf16", "fp8", "nvfp4"}
     assert dtypes["router"] == dtypes["shared_expert_gate"] == dtypes["lm_head"] == {"bf16"}
+
+
+def test_gemm_m_divisor_runs_ceil_m_over_divisor():
+    # shared experts under sequence-parallel MoE: ceil(M/TP) rows; old plans (no field) run M
+    shared = GemmEntry(name="shared_expert.gate_up_proj", modules=("model.layers.*.mlp.shared_experts.gate_proj",),
+                       n=4096, k=7168, layers=58, parallel="replicated", m_divisor=2)
+    plan = replace(small_plan(), tp=2, ep=8, gemms=(shared,), moe=())
+    ms = {c.m: c.logical.m for c in build_cases(plan, [1, 3, 64], dtypes=("bf16",))}
+    assert ms == {1: 1, 3: 2, 64: 32}
+    for case in build_cases(plan, [64], dtypes=("bf16", "nvfp4")):
+        if case.driver_args:  # the kernel runs the rows this rank has, not the attention's M
+            assert flag(case, "--m") == "32", case.case_id
+    fp4 = by_id(build_cases(plan, [64], dtypes=("nvfp4",)))["gemm.shared_expert.gate_up_proj.m64.nvfp4.trtllm"]
+    assert "--use_128x4_sf_layout" not in fp4.driver_args  # 32 rows: vLLM's 8x4 layout (M <= 32)
+    d = small_plan().to_dict()
+    del d["gemms"][0]["m_divisor"]
+    assert Plan.from_dict(d).gemms[0].m_divisor == 1

@@ -14,7 +14,7 @@ def test_gemma4_sliding_and_global_layers_get_distinct_names():
     p = plan_of("gemma-4-26b-a4b", 8)
     g = gemms(p)
     assert g["qkv_proj[sliding_attention]"] == (1024, 2816, 25, "column", False)  # (16/8 + 2*8/8)*256
-    assert g["qkv_proj[full_attention]"] == (1536, 2816, 5, "column", False)  # K=V: 2*512 + 1*512
+    assert g["qkv_proj[full_attention]"] == (2048, 2816, 5, "column", False)  # K=V: 2*512 + 2*1*512
     assert g["gate_up_proj"][2] == 30 and p.moe[0].layers == 30  # dense MLP beside MoE in every layer
 
 

@@ -40,7 +40,8 @@ def test_wide_ep_remainder_on_first_ranks_and_ep_above_experts():
     (m,) = p.moe
     # 256 = 2*96 + 64: the first 64 ranks hold 3 experts, rank 0 among them; full I = 2048
     assert (m.experts, m.global_experts, m.intermediate, m.top_k) == (3, 256, 2048, 8)
-    assert gemms(p)["shared_expert.gate_up_proj"] == (256, 7168, 58, "column", False)  # 2*2048/16
+    # DP = 96/16 = 6 > 1: sequence-parallel MoE, shared experts replicated at full width 2*2048
+    assert gemms(p)["shared_expert.gate_up_proj"] == (4096, 7168, 58, "replicated", False)
     with pytest.raises(UsageError, match="routed experts=128"):
         plan_of("gpt-oss-120b", 8, 256)
 

@@ -98,6 +98,21 @@ def test_nemotron_h_hybrid_tp8():
     assert (m.activation, m.gated, m.intermediate, m.layers) == ("Relu2", False, 232, 23)  # 1856/8
     assert gemms(n)["mamba.in_proj"] == (1288, 2688, 23, "column", False)  # (8192 + 2*8*128 + 64)/8
 
+def test_gemma4_k_eq_v_global_layers_keep_the_v_slot():
+    # gemma-4-26b-a4b: 16 q heads; sliding: 8 KV heads of 256; global (K=V, no v_proj): 2 KV heads
+    # of global_head_dim 512. vLLM builds a plain QKVParallelLinear and loads k_proj into both K
+    # and V (vllm/model_executor/models/gemma4.py: Gemma4ForCausalLM.load_weights._weight_iterator).
+    for tp, full, sliding in (
+        (1, 16 * 512 + 2 * 2 * 512, (16 + 2 * 8) * 256),  # 10240, 8192
+        (2, 8 * 512 + 2 * 1 * 512, (8 + 2 * 4) * 256),  # 5120, 4096
+        (4, 4 * 512 + 2 * 1 * 512, (4 + 2 * 2) * 256),  # 3072 (TP > 2 global KV heads: Hkv_r = 1, replicated), 2048
+    ):
+        g = gemms(plan_of("gemma-4-26b-a4b", tp))
+        assert g["qkv_proj[full_attention]"] == (full, 2816, 5, "column", False)
+        assert g["qkv_proj[sliding_attention]"] == (sliding, 2816, 25, "column", False)
+        assert g["o_proj[full_attention]"] == (2816, 16 * 512 // tp, 5, "row", False)
+        assert g["o_proj[sliding_attention]"] == (2816, 16 * 256 // tp, 25, "row", False)
+
 def test_fused_on_disk_layouts_equal_split_ones():
     # Phi-3 stores qkv_proj / gate_up_proj fused: per-rank shapes equal the split rule
     p = plan_of("phi-3-mini-4k-instruct", 4)
@@ -340,3 +355,25 @@ def test_every_role_the_classifiers_name_has_a_linear_kind():
     dense = {"qkv_proj", "o_proj", "gate_up_proj", "up_proj", "down_proj", "router", "shared_expert_gate", "lm_head"}
     assert dense | {"shared_expert." + r for r in ("gate_up_proj", "up_proj", "down_proj")} <= set(sharding.ROLE_KIND)
     assert set(sharding.ROLE_KIND.values()) <= set(sharding.SPLIT)
+
+
+def test_shared_experts_replicated_under_sequence_parallel_moe_deepseek_v3():
+    # TP=2 EP=8 -> DP=4: vLLM's use_sequence_parallel_moe; DeepseekV2MLP(disable_tp=True) on ceil(M/2)
+    g = {e.name: e for e in plan_of("deepseek-v3", 2, 8).gemms}
+    gu, dn = g["shared_expert.gate_up_proj"], g["shared_expert.down_proj"]
+    assert (gu.n, gu.k, gu.parallel, gu.m_divisor) == (4096, 7168, "replicated", 2)  # 2*2048, not /2
+    assert (dn.n, dn.k, dn.parallel, dn.m_divisor) == (7168, 2048, "replicated", 2)  # K = 2048 full
+    assert g["o_proj"].m_divisor == 1 and g["o_proj"].k == 8192  # attention still TP=2: 64 heads*128
+
+
+def test_shared_experts_without_sequence_parallel_moe_deepseek_v3():
+    # TP=8 EP=8 -> DP=1: no sequence-parallel MoE, split by TP as before
+    g = {e.name: e for e in plan_of("deepseek-v3", 8, 8).gemms}
+    assert (g["shared_expert.gate_up_proj"].n, g["shared_expert.gate_up_proj"].parallel,
+            g["shared_expert.gate_up_proj"].m_divisor) == (512, "column", 1)  # 2*2048/8
+    assert (g["shared_expert.down_proj"].k, g["shared_expert.down_proj"].parallel) == (256, "row")  # 2048/8
+    # TP=1 EP=8: full width anyway, and no sequence parallelism (tp == 1)
+    g = {e.name: e for e in plan_of("deepseek-v3", 1, 8).gemms}
+    assert (g["shared_expert.gate_up_proj"].n, g["shared_expert.gate_up_proj"].parallel,
+            g["shared_expert.gate_up_proj"].m_divisor) == (4096, "column", 1)
+    assert (g["shared_expert.down_proj"].n, g["shared_expert.down_proj"].k) == (7168, 2048)

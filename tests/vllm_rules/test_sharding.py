@@ -127,3 +127,12 @@ def test_moe_tokens_per_m_is_ep_over_tp(tp, ep, per_m):
 def test_moe_tokens_per_m_refuses_ep_not_a_multiple_of_tp():
     with pytest.raises(UsageError, match="--ep"):
         sharding.moe_tokens_per_m(4, 6)
+
+
+def test_sequence_parallel_moe_and_shared_experts_replicated():
+    # vllm/config/parallel.py: ParallelConfig.use_sequence_parallel_moe: EP and tp > 1 and dp > 1
+    assert [sharding.sequence_parallel_moe(tp, ep) for tp, ep in ((2, 8), (4, 8), (8, 8), (1, 8), (2, 1))] \
+        == [True, True, False, False, False]
+    assert sharding.shared_experts_replicated(2, 8, "deepseek_v3")
+    assert not sharding.shared_experts_replicated(2, 8, "glm4_moe")  # Glm4MoE: always TP-sharded
+    assert not sharding.shared_experts_replicated(8, 8, "deepseek_v3")

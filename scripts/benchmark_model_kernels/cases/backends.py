@@ -291,7 +291,7 @@ def activation_quant(case: "Case") -> str:
     spec = find_spec(case.kind, case.dtype, case.routine, case.backend, case.variant)
     if spec is None:
         return ""
-    if spec.quant == "nvfp4_8x4" and case.m > TRTLLM_FP4_8X4_MAX_M:
+    if spec.quant == "nvfp4_8x4" and getattr(case.physical, "m", case.m) > TRTLLM_FP4_8X4_MAX_M:
         return "nvfp4_128x4"
     return spec.quant
 

@@ -192,10 +192,10 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                     if wanted is not None and spec.backend not in wanted:
                         continue
                     case_id = _case_id("gemm", entry.name, m, dtype, spec.backend, spec.variant)
-                    logical = GemmShape(m, entry.n, entry.k)
+                    logical = GemmShape(-(-m // entry.m_divisor), entry.n, entry.k)
                     physical, vllm_reason = physical_gemm(logical, spec.routine, spec.backend,
                                                           dtype)
-                    argv = (_gemm_driver_args(case_id, spec.routine, spec.backend, m, physical)
+                    argv = (_gemm_driver_args(case_id, spec.routine, spec.backend, physical.m, physical)
                             if spec.driver else ())
                     add(Case(case_id=case_id, kind="gemm", name=entry.name, modules=entry.modules,
                              layers=entry.layers, m=m, dtype=dtype, backend=spec.backend,

@@ -28,6 +28,8 @@ class Item:
     k: int
     parallel: str
     bias: bool
+    m_divisor: int = 1
+    """It runs ceil(M / m_divisor) rows (TP: shared experts under sequence-parallel MoE)."""
 
 
 @dataclass

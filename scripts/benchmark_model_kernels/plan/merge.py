@@ -34,7 +34,7 @@ def merge(per_layer: list[tuple[int, LayerPlan]], top: LayerPlan, layer_types: S
     layers: list[tuple[int | None, LayerPlan]] = [*per_layer, (None, top)]
     for idx, lay in layers:
         for it in lay.items:
-            key = (it.name, it.n, it.k, it.parallel, it.bias)
+            key = (it.name, it.n, it.k, it.parallel, it.bias, it.m_divisor)
             g = groups.get(key)
             if g is None:
                 g = groups[key] = {"modules": [], "layers": 0, "types": set()}
@@ -62,7 +62,7 @@ def merge(per_layer: list[tuple[int, LayerPlan]], top: LayerPlan, layer_types: S
             elif same.index(key) > 0:
                 name = f"{name}[{same.index(key) + 1}]"
         g = groups[key]
-        gemms.append(GemmEntry(name, tuple(g["modules"]), key[1], key[2], g["layers"], key[3], key[4]))
+        gemms.append(GemmEntry(name, tuple(g["modules"]), key[1], key[2], g["layers"], key[3], key[4], key[5]))
 
     moe_groups: dict[tuple, dict] = {}
     for _, lay in per_layer:

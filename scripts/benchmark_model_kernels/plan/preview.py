@@ -50,7 +50,8 @@ def format_plan(plan: Plan) -> str:
     lines.append(f"GEMMs ({len(plan.gemms)}):  Y[M,N] = X[M,K] W[N,K]^T")
     rows = [["name", "N x K", "x/step", "parallel", "bias", "modules"]]
     for g in plan.gemms:
-        rows.append([g.name, f"{g.n} x {g.k}", str(g.layers), g.parallel, "bias" if g.bias else "-",
+        rows.append([g.name, f"{g.n} x {g.k}", str(g.layers),
+                     g.parallel + (f" (M/{g.m_divisor})" if g.m_divisor > 1 else ""), "bias" if g.bias else "-",
                      ", ".join(g.modules)])
     lines += _table(rows, right={1, 2})
     if plan.moe:

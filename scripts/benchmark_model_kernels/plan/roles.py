@@ -10,7 +10,7 @@ activation and routing from `vllm_rules.moe`. Whatever no rule places becomes `U
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..vllm_rules import moe as vllm_moe
@@ -144,13 +144,16 @@ def _attention(ctx: Context, g: Group) -> None:
                                                f"q_proj width {qn} is not num_attention_heads*head_dim ({hq}*{d})"))
             return
         hkv = kn // d
-        d_v = vn // hkv if has_v else None
-        n_r = sharding.qkv_per_rank(hq, hkv, d, tp, v_head_dim=d_v, q_multiplier=q_mult, has_v=has_v)
+        # K=V layer (no v_proj): vLLM keeps the V slot, k_proj is loaded into K and V
+        # (vllm/model_executor/models/gemma4.py: Gemma4ForCausalLM.load_weights._weight_iterator),
+        # so V is Hkv_r*d wide like K.
+        d_v = vn // hkv if has_v else d
+        n_r = sharding.qkv_per_rank(hq, hkv, d, tp, v_head_dim=d_v, q_multiplier=q_mult)
         mods = [path("q_proj"), path("k_proj")] + ([path("v_proj")] if has_v else [])
         if q_mult == 2:
             ctx.note("gated attention: q_proj holds query + gate (vLLM total_num_heads = 2*Hq)")
         if not has_v:
-            ctx.note("K=V attention layers (no v_proj): fused QKV holds only q and k")
+            ctx.note("K=V attention layers (no v_proj): fused QKV keeps a V slot, k_proj loaded into K and V")
         emit(ctx, out, "qkv_proj", mods, (qn, k, bias), per_rank=(n_r, k))
     _out_proj(ctx, g, "o_proj", "attention output projection")
 
@@ -319,8 +322,17 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
         if leaves:
             consumed.update(f"{sp}.{leaf}" for leaf in leaves)
             # Shared experts are a TP-sharded dense MLP, also under EP
-            # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE)
-            group(ctx, scan, sp, leaves, prefix_name="shared_expert.")
+            # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE), but replicated at full
+            # width on ceil(M/TP) tokens under sequence-parallel MoE (sharding.shared_experts_replicated)
+            if sharding.shared_experts_replicated(ctx.tp, ctx.ep, str(getattr(ctx.cfg, "model_type", ""))):
+                start = len(scan.out.items)
+                group(replace(ctx, tp=1), scan, sp, leaves, prefix_name="shared_expert.")
+                for it in scan.out.items[start:]:
+                    it.parallel, it.m_divisor = "replicated", ctx.tp
+                ctx.note(f"sequence-parallel MoE (EP={ctx.ep}, TP={ctx.tp}, DP={ctx.ep // ctx.tp}): shared "
+                         f"experts replicated at full width, run on ceil(M/{ctx.tp}) tokens per rank")
+            else:
+                group(ctx, scan, sp, leaves, prefix_name="shared_expert.")
     for gate in (pre + "shared_expert_gate", pre + "shared_experts_gate"):
         if gate in linears and gate not in consumed:
             consumed.add(gate)

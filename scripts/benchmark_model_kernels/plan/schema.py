@@ -76,6 +76,9 @@ class GemmEntry:
     """vLLM linear kind: "column" (incl. merged/QKV), "row", "replicated", or "vocab" (lm_head)."""
     bias: bool = False
     """Whether this rank adds a bias in the GEMM (row-parallel bias counts on rank 0)."""
+    m_divisor: int = 1
+    """The GEMM runs ceil(M / m_divisor) of the step's M tokens: TP for shared experts under
+    sequence-parallel MoE (vllm_rules.sharding.shared_experts_replicated), 1 otherwise."""
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,7 @@ MAX_COUNT = 1 << 20
 #: (class, field) -> the integers it may hold; any other int field holds 0 to MAX_DIM.
 INT_RANGES: dict[tuple[type, str], tuple[int, int]] = {
     **{(GemmEntry, f): (1, MAX_DIM) for f in ("n", "k")},
-    (GemmEntry, "layers"): (1, MAX_COUNT),
+    **{(GemmEntry, f): (1, MAX_COUNT) for f in ("layers", "m_divisor")},
     **{(MoeEntry, f): (1, MAX_DIM) for f in ("hidden", "intermediate")},
     **{(MoeEntry, f): (1, MAX_COUNT) for f in ("experts", "global_experts", "top_k", "layers", "tokens_per_m")},
     (MoeEntry, "ep_rank"): (0, MAX_COUNT),

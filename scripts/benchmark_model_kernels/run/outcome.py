@@ -337,7 +337,7 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
     shape: dict[str, Any] = {}
     lg, ph = case.logical, case.physical
     if isinstance(lg, GemmShape):
-        shape = {"n": lg.n, "k": lg.k, "phys_n": ph.n, "phys_k": ph.k}
+        shape = {"num_tokens": lg.m, "n": lg.n, "k": lg.k, "phys_n": ph.n, "phys_k": ph.k}
     elif isinstance(lg, MoeShape):
         shape = {"num_tokens": lg.num_tokens, "hidden": lg.hidden,
                  "intermediate": lg.intermediate, "experts": lg.experts,

@@ -98,7 +98,8 @@ class Row:
     phys_k: int | None = None
     # --- MoE shape (None for GEMM rows)
     num_tokens: int | None = None
-    """Tokens the MoE layer runs: M * EP/TP under expert parallelism (M without it)."""
+    """Tokens (rows) the kernel runs. MoE: M * EP/TP under expert parallelism, M without it.
+    GEMM: M, or ceil(M/TP) for shared experts under sequence-parallel MoE."""
     hidden: int | None = None
     intermediate: int | None = None
     experts: int | None = None

@@ -193,7 +193,7 @@ def row_flops_bytes(row) -> tuple[float, float] | None:
     if row.dtype not in ELEMENT_BYTES:
         return None
     if row.kind == "gemm" and row.n and row.k:
-        return gemm_flops_bytes(row.m, row.n, row.k, row.dtype)
+        return gemm_flops_bytes(row.num_tokens or row.m, row.n, row.k, row.dtype)
     if row.kind == "moe" and row.hidden and row.intermediate and row.experts and row.top_k:
         return moe_flops_bytes(
             row.num_tokens or row.m,  # rows written before num_tokens ran num_tokens = M

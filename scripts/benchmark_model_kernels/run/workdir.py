@@ -277,8 +277,8 @@ def _same_case(row: Row, fresh: Row) -> bool:
     keys = ("kind", "name", "m", "dtype", "backend", "routine", "variant", "with_quant", "n", "k",
             "phys_n", "phys_k", "hidden", "intermediate", "experts", "global_experts", "top_k",
             "phys_hidden", "phys_intermediate", "activation", "routing_method", "num_tokens")
-    # Rows written before num_tokens ran the MoE layer at num_tokens = M: only those still agree.
-    if row.kind == "moe" and row.num_tokens is None:
+    # Rows written before num_tokens ran num_tokens = M: only those still agree.
+    if row.num_tokens is None:
         row = replace(row, num_tokens=row.m)
     return all(getattr(row, k) == getattr(fresh, k) for k in keys)
 

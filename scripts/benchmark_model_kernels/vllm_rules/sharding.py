@@ -70,7 +70,8 @@ ROLE_KIND: dict[str, str] = {
     "up_proj": "column",
     "down_proj": "row",
     # Shared experts are that dense MLP, TP-sharded even under EP
-    # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE).
+    # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE), except under sequence-parallel
+    # MoE, where most models replicate them (`shared_experts_replicated`).
     "shared_expert.gate_up_proj": "column",
     "shared_expert.up_proj": "column",
     "shared_expert.down_proj": "row",
@@ -136,17 +137,19 @@ def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
 
 def qkv_per_rank(
     num_heads: int, num_kv_heads: int, head_dim: int, tp: int, *,
-    v_head_dim: int | None = None, q_multiplier: int = 1, has_v: bool = True,
+    v_head_dim: int | None = None, q_multiplier: int = 1,
 ) -> int:
     """Per-rank N of the fused QKV GEMM (vllm/model_executor/layers/linear.py: QKVParallelLinear):
     N_r = q_multiplier*Hq/tp*d + Hkv_r*d + Hkv_r*d_v.
     `q_multiplier=2` is Qwen3-Next's gated attention (total_num_heads = 2*Hq,
-    vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention);
-    `has_v=False` is a K=V layer (Gemma 4 global attention: no v projection)."""
+    vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention).
+    A K=V layer (Gemma 4 global attention, no v_proj on disk) still has the V slot: vLLM builds a
+    plain QKVParallelLinear and loads k_proj into both K and V (vllm/model_executor/models/
+    gemma4.py: Gemma4Attention.__init__, Gemma4ForCausalLM.load_weights._weight_iterator)."""
     hq_r = require_divides(num_heads, tp, "num_attention_heads")
     hkv_r = kv_heads_per_rank(num_kv_heads, tp)
     d_v = head_dim if v_head_dim is None else v_head_dim
-    return q_multiplier * hq_r * head_dim + hkv_r * head_dim + (hkv_r * d_v if has_v else 0)
+    return q_multiplier * hq_r * head_dim + hkv_r * head_dim + hkv_r * d_v
 
 
 def moe_per_rank(num_experts: int, intermediate: int, tp: int, ep: int) -> tuple[int, int]:
@@ -213,6 +216,39 @@ def moe_tokens_per_m(tp: int, ep: int) -> int:
     return ep // tp
 
 
+#: model_type of the configs whose vLLM MoE block builds its shared experts with
+#: `disable_tp=parallel_config.use_sequence_parallel_moe` (replicated, full width) and runs the
+#: block on `sequence_parallel_chunk`ed tokens: vllm/model_executor/models/deepseek_v2.py:
+#: DeepseekV2MoE (DeepseekV2MLP(is_sequence_parallel=...); DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5),
+#: llama4.py: Llama4MoE, qwen3_next.py: Qwen3NextSparseMoeBlock (Qwen3.5 reuses it), nemotron_h.py:
+#: NemotronHMoE. Not Glm4MoE (vllm/model_executor/models/glm4_moe.py: Glm4MoE builds Glm4MoeMLP
+#: without it: TP-sharded always).
+SP_MOE_SHARED_EXPERT_MODEL_TYPES = frozenset({
+    "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa",
+    "llama4", "llama4_text", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
+})
+
+
+def sequence_parallel_moe(tp: int, ep: int) -> bool:
+    """vLLM's `ParallelConfig.use_sequence_parallel_moe` (vllm/config/parallel.py) at the default
+    all2all backend "allgather_reducescatter" (in its list): enable_expert_parallel and
+    tensor_parallel_size > 1 and data_parallel_size > 1, with DP = EP/TP here.
+
+    >>> sequence_parallel_moe(2, 8), sequence_parallel_moe(8, 8), sequence_parallel_moe(1, 8)
+    (True, False, False)
+    """
+    return ep > 1 and tp > 1 and ep // tp > 1
+
+
+def shared_experts_replicated(tp: int, ep: int, model_type: str) -> bool:
+    """Whether the shared experts run full width on every rank (not split by TP): under
+    sequence-parallel MoE, for the models of `SP_MOE_SHARED_EXPERT_MODEL_TYPES`. They then see
+    ceil(M/TP) tokens per rank (vllm/model_executor/models/utils.py: sequence_parallel_chunk_impl
+    pads M to a multiple of TP and keeps this rank's chunk). The routed experts still run
+    M*EP/TP tokens (`moe_tokens_per_m`): the dispatch gathers ceil(M/TP) from each of the EP ranks."""
+    return sequence_parallel_moe(tp, ep) and model_type in SP_MOE_SHARED_EXPERT_MODEL_TYPES
+
+
 def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
     """Global index of EP rank `rank`'s first expert under vLLM's default linear placement: a
     contiguous block starting at rank*(E//ep) + min(rank, E%ep), the remainder going to the first
@@ -227,5 +263,6 @@ def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
 __all__ = [
     "VOCAB_PADDING", "SPLIT", "ROLE_KIND", "require_divides", "split", "pad_vocab", "vocab_per_rank",
     "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "moe_tokens_per_m", "first_local_expert",
-    "mamba2_in_proj_per_rank", "gdn_per_rank",
+    "mamba2_in_proj_per_rank", "gdn_per_rank", "SP_MOE_SHARED_EXPERT_MODEL_TYPES", "sequence_parallel_moe",
+    "shared_experts_replicated",
 ]
