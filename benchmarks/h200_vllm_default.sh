@@ -7,6 +7,14 @@
 #   bash benchmarks/h200_vllm_default.sh c OUTDIR   # Llama --resume (what stage a's limit cut), GPU tests
 # (one stage per device call: each fits its 10-minute limit; stage c expects stage a's Llama
 # workdir at OUTDIR/llama-3.1-8b_tp1).
+# The bundle and tileiras together exceed the device's 64 MiB carry limit; they travelled as
+#   .fixz/fisite.tar.xz: the .devbundle/whl/*.whl unzipped into one folder `fisite`, tar | xz -6
+#     (16 MB), unpacked by .fixz/setup.sh into $TMPDIR/fi-site (then the same env as
+#     .devbundle/setup.sh), carried with .devbundle/flashinfer (the driver);
+#   .tilebundle/tileiras.tar.xz: nvidia-cuda-tileiras 13.2 unzipped, tar | xz -9e (25 MB),
+#     unpacked by .tilebundle/setup.sh and put on PATH.
+# Both folders are git-ignored. With only .devbundle carried the runs are the same except that the
+# cutile rows of stage a fail as set-up (no tileiras) instead of naming tileiras' missing sm_90.
 # Every run shares OUTDIR/cache/autotune_cache.json (FlashInfer's tuning; the Triton tiles in
 # autotune_cache.json.triton/), seeded from SEED_CACHE when given (a directory holding them).
 set -u
