@@ -364,6 +364,9 @@ def test_shared_experts_replicated_under_sequence_parallel_moe_deepseek_v3():
     assert (gu.n, gu.k, gu.parallel, gu.m_divisor) == (4096, 7168, "replicated", 2)  # 2*2048, not /2
     assert (dn.n, dn.k, dn.parallel, dn.m_divisor) == (7168, 2048, "replicated", 2)  # K = 2048 full
     assert g["o_proj"].m_divisor == 1 and g["o_proj"].k == 8192  # attention still TP=2: 64 heads*128
+    # the router runs after the chunk too (DeepseekV2MoE.forward / Qwen3NextSparseMoeBlock.forward)
+    assert (g["router"].n, g["router"].parallel, g["router"].m_divisor) == (256, "replicated", 2)
+    assert {e.name: e for e in plan_of("deepseek-v3", 8, 8).gemms}["router"].m_divisor == 1
 
 
 def test_shared_experts_without_sequence_parallel_moe_deepseek_v3():

@@ -305,6 +305,16 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
     """Router, shared expert(s) and shared-expert gate beside a routed-expert block."""
     linears, others, consumed = scan.linears, scan.others, scan.consumed
     pre = f"{parent}." if parent else ""
+    # Under sequence-parallel MoE the block first keeps this rank's ceil(M/TP) chunk of the tokens
+    # (sequence_parallel_chunk), then runs the router, the shared experts and their gate on it
+    # (vllm/model_executor/models/qwen3_next.py: Qwen3NextSparseMoeBlock.forward,
+    # deepseek_v2.py: DeepseekV2MoE.forward).
+    chunked = sharding.shared_experts_replicated(ctx.tp, ctx.ep, str(getattr(ctx.cfg, "model_type", "")))
+
+    def on_chunk(start: int) -> None:
+        for it in scan.out.items[start:]:
+            it.m_divisor = ctx.tp
+
     for r in ROUTER_NAMES:
         for rel in (pre + r, pre + r + ".proj", pre + r + ".linear"):
             dims = linears.get(rel)
@@ -314,7 +324,10 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
             if dims is not None and dims[0] == num_experts and rel not in consumed:
                 consumed.add(rel)
                 # N = E (global), K = H, replicated and BF16 (sharding.ROLE_KIND, layers.KEPT_IN_BF16)
+                start = len(scan.out.items)
                 emit(ctx, scan.out, "router", [scan.full(rel)], dims)
+                if chunked:
+                    on_chunk(start)
     for s in SHARED_EXPERT:
         sp = pre + s
         leaves = {rel[len(sp) + 1:]: d for rel, d in linears.items()
@@ -324,19 +337,24 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
             # Shared experts are a TP-sharded dense MLP, also under EP
             # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE), but replicated at full
             # width on ceil(M/TP) tokens under sequence-parallel MoE (sharding.shared_experts_replicated)
-            if sharding.shared_experts_replicated(ctx.tp, ctx.ep, str(getattr(ctx.cfg, "model_type", ""))):
+            if chunked:
                 start = len(scan.out.items)
                 group(replace(ctx, tp=1), scan, sp, leaves, prefix_name="shared_expert.")
                 for it in scan.out.items[start:]:
-                    it.parallel, it.m_divisor = "replicated", ctx.tp
-                ctx.note(f"sequence-parallel MoE (EP={ctx.ep}, TP={ctx.tp}, DP={ctx.ep // ctx.tp}): shared "
-                         f"experts replicated at full width, run on ceil(M/{ctx.tp}) tokens per rank")
+                    it.parallel = "replicated"
+                on_chunk(start)
+                ctx.note(f"sequence-parallel MoE (EP={ctx.ep}, TP={ctx.tp}, DP={ctx.ep // ctx.tp}): router "
+                         f"and shared experts run on ceil(M/{ctx.tp}) tokens per rank, the shared experts "
+                         "replicated at full width")
             else:
                 group(ctx, scan, sp, leaves, prefix_name="shared_expert.")
     for gate in (pre + "shared_expert_gate", pre + "shared_experts_gate"):
         if gate in linears and gate not in consumed:
             consumed.add(gate)
+            start = len(scan.out.items)
             emit(ctx, scan.out, "shared_expert_gate", [scan.full(gate)], linears[gate])
+            if chunked:
+                on_chunk(start)
 
 
 def fused_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> None:
