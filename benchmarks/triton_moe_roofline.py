@@ -90,13 +90,11 @@ def exit_code(verdicts: Iterable[str]) -> int:
 
 def floor_bytes(p: Any, touched_experts: float) -> float:
     """HBM floor of a MoeProblem whose routing touches `touched_experts` local experts: their
-    weights once, the input rows once, the BF16 output rows once. The rule of
-    run/triton_moe/problem.py `hbm_floor_bytes`, which takes the expected count instead (the CPU
-    test checks the two agree at the expected count)."""
-    wbytes = 2 if p.scheme == "bf16" else 1
-    per_expert = (p.n1 * p.hidden + p.hidden * p.intermediate) * wbytes
-    rows_bytes = p.num_tokens * p.hidden * (wbytes + 2)
-    return float(touched_experts * per_expert + rows_bytes)
+    weights once, the input rows once, the BF16 output rows once (run/triton_moe/problem.py
+    `hbm_floor_bytes` with the actual count)."""
+    from benchmark_model_kernels.run.triton_moe.problem import hbm_floor_bytes
+
+    return float(hbm_floor_bytes(p, touched_experts))
 
 
 def touched_experts(p: Any, seed: int = ROUTING_SEED) -> int:

@@ -5,13 +5,10 @@ flags, `run/runner.py` runs the plan."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import gc
 import os
-import signal
 import sys
-from typing import Iterator
 
 from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
@@ -26,7 +23,7 @@ from .files import (
 from .plan import config_source, planner, preview
 from .report import report
 from .run import flags, runner
-from .run.interrupts import is_interrupt_exit
+from .run.interrupts import is_interrupt_exit, stop_signals_exit
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
 DERIVED_FLAGS = ("--nks", "--moe_")
@@ -247,36 +244,13 @@ def _main(argv: list[str]) -> int:
     return rc
 
 
-@contextlib.contextmanager
-def _stop_signals_end_planning(model: str) -> Iterator[None]:
-    """Ctrl-C, SIGTERM or SIGHUP while a plan is being built end the process at once with one line.
-
-    Planning writes nothing, so there is nothing to save; and a KeyboardInterrupt raised inside
-    one of the many `__del__`s the meta build runs is swallowed by Python ("Exception ignored
-    in ..."), so the interrupt would otherwise be lost and the command run on."""
-    def stop(signum: int, _frame: object) -> None:
-        name = signal.Signals(signum).name
-        os.write(2, f"interrupted by {name} while planning {model}; nothing was written\n".encode())
-        os._exit(128 + signum)
-
-    signums = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
-    previous = {}
-    for signum in signums:
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's ignored signals stay ignored
-            previous[signum] = signal.signal(signum, stop)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
     gc.disable()
     try:
-        with _stop_signals_end_planning(model):
+        # Planning writes nothing: a stop signal ends it at once with one line (stop_signals_exit).
+        with stop_signals_exit(f"while planning {model}; nothing was written"):
             plan = planner.plan_model(model, tp, ep, revision=args.revision,
                                       trust_remote_code=args.trust_remote_code,
                                       allow_defaults=args.allow_defaults)

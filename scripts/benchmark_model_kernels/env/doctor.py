@@ -16,12 +16,15 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ..cases.backends import BACKEND_NAMES
+from ..cases.backends import BACKEND_NAMES, BACKENDS, capability_reason
 from ..errors import OneLineArgumentParser, UsageError, cli_main
 from ..files import path_arg
 from . import environment as envmod
 from . import gpu as gpu_probes
 from . import versions
+
+#: The backend whose compiler the tileiras check looks for.
+CUTILE = next(s for s in BACKENDS if s.backend == "cutile")
 
 EXIT_READY = 0
 EXIT_NOT_READY = 1
@@ -242,18 +245,11 @@ TILEIRAS_FIX = ("pip install cuda-tile[tileiras] (or a CUDA Toolkit 13.1+ with t
                 "$CUDA_HOME/bin)")
 
 
-def _cutile_toolchain_limit(compute_capability: str | None) -> str:
-    """Why cutile cannot run on this GPU whatever is installed ("" when it can, or cc unknown)."""
-    from ..cases.backends import TOOLCHAIN_LIMITS  # noqa: PLC0415 - the one table, read lazily
-
-    try:
-        cc = tuple(int(x) for x in str(compute_capability).split("."))
-    except ValueError:
-        return ""
-    for lim in TOOLCHAIN_LIMITS:
-        if lim.backend == "cutile" and lim.cc == cc:
-            return lim.why
-    return ""
+def _cutile_cannot_run(compute_capability: str | None) -> str:
+    """Why no cutile row can run on this GPU, whatever is installed: the backend table's own
+    capability and toolchain rule ("" when it can, or the GPU is unknown)."""
+    cc = gpu_probes.parse_compute_capability(compute_capability)
+    return capability_reason(CUTILE, cc) if cc is not None else ""
 
 
 def check_tileiras(probe: dict[str, Any], backends: Sequence[str] = (),
@@ -262,7 +258,7 @@ def check_tileiras(probe: dict[str, Any], backends: Sequence[str] = (),
     cuda-tile package; without either, every cutile row fails as a set-up problem. Only cutile
     needs them, so a gap is a warning unless --backends asks for cutile. On a GPU tileiras cannot
     target (sm_90), the rows are unsupported whatever is installed: nothing to install."""
-    limit = _cutile_toolchain_limit(compute_capability) if compute_capability else ""
+    limit = _cutile_cannot_run(compute_capability)
     if limit:
         return Check("tileiras", True, f"not needed on this GPU: cutile rows are unsupported here "
                                        f"({limit})")

@@ -317,3 +317,18 @@ def probe_timer(index: int = 0) -> dict[str, Any]:
     except Exception as e:
         out["error"] = f"{type(e).__name__}: {e}"
     return out
+
+
+def parse_compute_capability(cc: Any) -> tuple[int, int] | None:
+    """A recorded compute capability as (major, minor), from "9.0", [9, 0] or 90 (None if none)."""
+    try:
+        if isinstance(cc, (list, tuple)) and len(cc) == 2:
+            return int(cc[0]), int(cc[1])
+        if isinstance(cc, str) and "." in cc:
+            major, minor = cc.split(".", 1)
+            return int(major), int(minor)
+        if isinstance(cc, (int, str)) and not isinstance(cc, bool):
+            return int(cc) // 10, int(cc) % 10
+    except ValueError:
+        pass
+    return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..cases.backends import scheme_of
+from ..env.gpu import parse_compute_capability
 from ..plan.schema import Plan
 from ..run.results import Row, row_from_dict
 from ..vllm_rules.dispatch import default_match
@@ -24,18 +25,7 @@ DEFAULT_FP8_SCHEME = "per_tensor"
 
 def compute_capability(gpu: dict[str, Any]) -> tuple[int, int] | None:
     """environment["gpu"]["compute_capability"] as (major, minor), from "9.0", [9, 0] or 90."""
-    cc = gpu.get("compute_capability")
-    try:
-        if isinstance(cc, (list, tuple)) and len(cc) == 2:
-            return int(cc[0]), int(cc[1])
-        if isinstance(cc, str) and "." in cc:
-            major, minor = cc.split(".", 1)
-            return int(major), int(minor)
-        if isinstance(cc, (int, str)):
-            return int(cc) // 10, int(cc) % 10
-    except ValueError:
-        pass
-    return None
+    return parse_compute_capability(gpu.get("compute_capability"))
 
 
 def environment_cc(results: dict[str, Any]) -> tuple[int, int] | None:

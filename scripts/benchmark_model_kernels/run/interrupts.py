@@ -10,10 +10,11 @@ all three and every `except Exception` lets them through.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from types import FrameType
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 #: The signals besides SIGINT that stop a run with its rows kept.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -51,22 +52,38 @@ def _raise_once(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def stop_signals_raise() -> Iterator[None]:
-    """Within the block SIGTERM and SIGHUP raise RunInterrupted; the previous handlers come back
-    after it. A signal its starter set to SIG_IGN (nohup ignores SIGHUP) stays ignored, and
-    outside the main thread nothing changes (Python allows handlers only there)."""
+def _handled(signums: tuple[int, ...], handler: Callable[[int, FrameType | None], Any]) -> Iterator[None]:
+    """Within the block `handler` takes `signums`; the previous handlers come back after it. A
+    signal its starter set to SIG_IGN (nohup ignores SIGHUP) stays ignored, and outside the main
+    thread nothing changes (Python allows handlers only there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    for s, handler in previous.items():
-        if handler != signal.SIG_IGN:
-            signal.signal(s, _raise_once)
+    previous = {s: signal.getsignal(s) for s in signums}
+    for s, old in previous.items():
+        if old != signal.SIG_IGN:
+            signal.signal(s, handler)
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        for s, old in previous.items():
+            signal.signal(s, old if old is not None else signal.SIG_DFL)
+
+
+def stop_signals_raise() -> contextlib.AbstractContextManager[None]:
+    """Within the block SIGTERM and SIGHUP raise RunInterrupted (see `_handled`)."""
+    return _handled(STOP_SIGNALS, _raise_once)
+
+
+def stop_signals_exit(message: str) -> contextlib.AbstractContextManager[None]:
+    """Within the block SIGINT, SIGTERM and SIGHUP write "interrupted by <SIGNAL> <message>" and
+    end the process at once with 128 + the signal: for work that has written nothing, where an
+    exception could be lost (Python swallows a KeyboardInterrupt raised inside a `__del__`)."""
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        os.write(2, f"interrupted by {signal.Signals(signum).name} {message}\n".encode())
+        os._exit(128 + signum)
+
+    return _handled((signal.SIGINT, *STOP_SIGNALS), stop)
 
 
 __all__ = [
@@ -75,5 +92,6 @@ __all__ = [
     "interrupt_exit_code",
     "interrupt_signal",
     "is_interrupt_exit",
+    "stop_signals_exit",
     "stop_signals_raise",
 ]

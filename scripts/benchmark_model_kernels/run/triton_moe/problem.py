@@ -310,9 +310,11 @@ def expected_touched_experts(p: MoeProblem) -> float:
     return p.local_experts * (1.0 - (1.0 - 1.0 / p.global_experts) ** p.pairs)
 
 
-def hbm_floor_bytes(p: MoeProblem) -> float:
-    """Bytes a perfect kernel must move: touched experts' weights + input + output."""
+def hbm_floor_bytes(p: MoeProblem, touched_experts: float | None = None) -> float:
+    """Bytes a perfect kernel must move: touched experts' weights + input + output. The touched
+    count is the expected one of uniform routing unless a routing's actual count is given."""
+    touched = expected_touched_experts(p) if touched_experts is None else touched_experts
     wbytes = 2 if p.scheme == "bf16" else 1
     per_expert = (p.n1 * p.hidden + p.hidden * p.intermediate) * wbytes
     xbytes = p.num_tokens * p.hidden * (2 if p.scheme == "bf16" else 1)
-    return expected_touched_experts(p) * per_expert + xbytes + p.num_tokens * p.hidden * 2
+    return touched * per_expert + xbytes + p.num_tokens * p.hidden * 2
