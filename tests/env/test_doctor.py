@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -153,8 +154,24 @@ def test_check_flashinfer_wheel_and_checkout(tmp_path):
 def test_check_flashinfer_match_verdicts():
     wheel, co = H200_GREEN["wheel"], H200_GREEN["checkout"]
     other = d.check_flashinfer_match(wheel, {**co, "version": "0.6.16"})
-    assert other.ok is False and "wheel 0.6.17 != checkout 0.6.16" in other.detail
-    assert "checkout v0.6.17" in other.fix and "flashinfer-python==0.6.16" in other.fix
+    assert other.ok is False and "wheel 0.6.17 != checkout 0.6.16 (version.txt)" in other.detail
+    # A copied benchmarks/ folder (no .git): a fresh --depth 1 clone of the wheel's tag beside it.
+    assert other.fix.startswith("git clone --depth 1 --branch v0.6.17 "
+                                "https://github.com/flashinfer-ai/flashinfer "
+                                "/repo/.devbundle/flashinfer-v0.6.17, then pass --flashinfer_repo "
+                                "/repo/.devbundle/flashinfer-v0.6.17")
+    assert "flashinfer-python==0.6.16" in other.fix
+    # A shallow clone of another tag: fetch only the wheel's tag, with --depth 1.
+    shallow = d.check_flashinfer_match({"version": "0.6.18.post1", "commit": None},
+                                       {**co, "version": "0.6.17", "git": True, "shallow": True,
+                                        "tags": ["v0.6.17"]})
+    assert shallow.ok is False and "checkout 0.6.17 (tag v0.6.17)" in shallow.detail
+    assert shallow.fix.startswith(
+        "git -C /repo/.devbundle/flashinfer fetch --depth 1 https://github.com/flashinfer-ai/flashinfer "
+        "tag v0.6.18.post1 && git -C /repo/.devbundle/flashinfer checkout v0.6.18.post1")
+    # The same release line (a release branch's rc against its post release) only warns.
+    line = d.check_flashinfer_match({"version": "0.6.18.post1"}, {**co, "version": "0.6.18rc7"})
+    assert line.ok is None and "same release line" in line.detail
     same = d.check_flashinfer_match(wheel, {**co, "version": "0.6.17", "commit": wheel["commit"]})
     assert same.ok is True and "version and commit" in same.detail
     dev = d.check_flashinfer_match(wheel, {**co, "version": "0.6.17", "commit": "1" * 40})
@@ -185,8 +202,12 @@ def test_check_nvcc_verdicts():
 
 def test_check_env_settings():
     assert d.check_no_download({"FLASHINFER_NO_DOWNLOAD": "1"}).ok is True
-    nd = d.check_no_download({})
-    assert nd.ok is None and nd.fix.startswith("export FLASHINFER_NO_DOWNLOAD=1")
+    unset = d.check_no_download({})
+    assert unset.ok is True and "the run sets it to 1" in unset.detail
+    zero = d.check_no_download({"FLASHINFER_NO_DOWNLOAD": "0"})
+    assert zero.ok is True and "0 included" in zero.detail  # FlashInfer: any non-empty value
+    empty = d.check_no_download({"FLASHINFER_NO_DOWNLOAD": ""})
+    assert empty.ok is None and "download it on first use" in empty.detail
     gpu = H200_GREEN["gpu"]
     assert d.check_arch_list({}, gpu).ok is True
     assert d.check_arch_list({"FLASHINFER_CUDA_ARCH_LIST": "8.0 9.0a"}, gpu).ok is True
@@ -339,7 +360,7 @@ def test_cpu_only_probes_give_only_machine_independent_checks():
     checks = checks_of(probes)
     names = [c.name for c in checks]
     assert names == ["gpu", "flashinfer_wheel", "flashinfer_checkout", "flashinfer_version_match",
-                     "nvcc", "tileiras", "no_download"]
+                     "nvcc", "tileiras", "no_download", "prebuilt_kernels"]
     assert d.verdict_line(checks).startswith("NOT READY: no NVIDIA GPU/driver found (NVML: "
                                              "NVMLError_DriverNotLoaded)")
 
@@ -419,3 +440,92 @@ def test_tileiras_is_not_asked_for_on_a_gpu_it_cannot_target():
     check = check_tileiras({}, ["cutile"], "9.0")
     assert check.ok is True and "sm_90" in check.detail
     assert check_tileiras({}, ["cutile"], "10.0").ok is False
+
+
+# ---------------------------------------------------------------------------------------------
+# FlashInfer versions and prebuilt kernels
+
+
+def test_check_flashinfer_wheel_supported_lines():
+    for version in ("0.6.17", "0.6.18", "0.6.18.post1", "0.7.0", "0.7.4"):
+        assert d.check_flashinfer_wheel({"version": version}).ok is True, version
+    old = d.check_flashinfer_wheel({"version": "0.6.16.post4"})
+    assert old.ok is False and old.fix == "pip install 'flashinfer-python==0.6.18.post1'"
+    new = d.check_flashinfer_wheel({"version": "0.8.0"})
+    assert new.ok is None and "0.6.17, 0.6.18.x and 0.7.x" in new.detail
+    missing = d.check_flashinfer_wheel({"version": None})
+    assert missing.fix.startswith("pip install 'flashinfer-python==0.6.18.post1'")
+
+
+def test_check_checkout_hint_clones_the_installed_wheels_tag():
+    none = d.check_checkout({"path": None}, {"version": "0.7.4"})
+    assert none.fix.startswith("git clone --depth 1 --branch v0.7.4 "
+                               "https://github.com/flashinfer-ai/flashinfer ~/flashinfer-v0.7.4")
+    default = d.check_checkout({"path": None})
+    assert "--branch v0.6.18.post1" in default.fix
+
+
+B200 = {"gpu": {"compute_capability": "10.0"}}
+
+
+def test_check_prebuilt_kernels():
+    wheel = {"version": "0.6.18.post1"}
+    none = {"flashinfer_cubin": None, "flashinfer_jit_cache": None}
+    # B200 without cubins and downloads off: every trtllm-gen row would fail as set-up.
+    warn = d.check_prebuilt(none, wheel, "10.0", "13.0", {})
+    assert warn.ok is None and "trtllm-gen" in warn.detail
+    assert warn.fix.startswith("pip install 'flashinfer-cubin==0.6.18.post1' --extra-index-url "
+                               "https://flashinfer.ai/whl")
+    assert d.check_prebuilt(none, wheel, "10.0", "13.0", {}, ["trtllm"]).ok is False
+    # Downloads allowed (set and empty): FlashInfer fetches them on first use.
+    assert d.check_prebuilt(none, wheel, "10.0", "13.0", {"FLASHINFER_NO_DOWNLOAD": ""}).ok is True
+    good = {"flashinfer_cubin": "0.6.18.post1", "flashinfer_jit_cache": "0.6.18.post1+cu130"}
+    assert d.check_prebuilt(good, wheel, "10.0", "13.0", {}).ok is True
+    # A companion of another release: FlashInfer refuses it at import.
+    bad = d.check_prebuilt({**good, "flashinfer_jit_cache": "0.6.17+cu130"}, wheel, "9.0", "13.0", {})
+    assert bad.ok is False and bad.fix == ("pip install 'flashinfer-jit-cache==0.6.18.post1' "
+                                           "--extra-index-url https://flashinfer.ai/whl/cu130")
+    hopper = d.check_prebuilt(none, wheel, "9.0", "13.0", {})
+    assert hopper.ok is True and "about an hour of JIT" in hopper.detail
+
+
+def _git(*args, cwd=None):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+@pytest.mark.parametrize("copied", [False, True], ids=["depth1-clone", "copied-benchmarks"])
+def test_fix_line_executed_as_printed_makes_the_versions_agree(tmp_path, monkeypatch, copied):
+    """A --depth 1 clone of tag v0.6.17 (or a copied benchmarks/ folder) with wheel 0.6.18.post1
+    installed: the printed fix, run by a shell, leaves a checkout the doctor passes."""
+    if not shutil.which("git"):
+        pytest.skip("needs git")
+    from benchmark_model_kernels.env import versions
+
+    upstream = tmp_path / "upstream"
+    (upstream / "benchmarks").mkdir(parents=True)
+    _git("init", "-q", "-b", "main", cwd=upstream)
+    for release in ("0.6.17", "0.6.18.post1"):
+        (upstream / "version.txt").write_text(release + "\n")
+        (upstream / "benchmarks" / "flashinfer_benchmark.py").write_text(f"# {release}\n")
+        _git("add", "-A", cwd=upstream)
+        _git("commit", "-q", "-m", release, cwd=upstream)
+        _git("tag", "-a", f"v{release}", "-m", release, cwd=upstream)
+    monkeypatch.setattr(versions, "FLASHINFER_GIT_URL", f"file://{upstream}")
+    repo = tmp_path / "flashinfer"
+    _git("clone", "-q", "--depth", "1", "--branch", "v0.6.17", f"file://{upstream}", str(repo))
+    if copied:
+        shutil.rmtree(repo / ".git")
+    wheel = {"version": "0.6.18.post1", "commit": None}
+    before = versions.flashinfer_checkout(str(repo))
+    assert before["version"] == "0.6.17" and before["shallow"] is not copied
+    check = d.check_flashinfer_match(wheel, before)
+    assert check.ok is False
+    command = check.fix.split(", then pass --flashinfer_repo ")[0].split(" (or install")[0]
+    subprocess.run(["bash", "-c", command], check=True, capture_output=True)
+    after_path = check.fix.split(", then pass --flashinfer_repo ")[1].split(" ")[0] if copied \
+        else str(repo)
+    after = versions.flashinfer_checkout(after_path)
+    assert after["version"] == "0.6.18.post1" and "v0.6.18.post1" in after["tags"]
+    assert d.check_flashinfer_match(wheel, after).ok is True

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from ..cases.backends import BACKEND_NAMES, BACKENDS, capability_reason
 from ..errors import OneLineArgumentParser, UsageError, cli_main
 from ..files import path_arg
+from ..run.pool import no_download_state
 from . import environment as envmod
 from . import gpu as gpu_probes
 from . import versions
@@ -138,62 +139,107 @@ def check_torch_cuda(tc: dict[str, Any], gpu: dict[str, Any]) -> Check:
                  f"visible")
 
 
+def _pinned_install() -> str:
+    return f"pip install 'flashinfer-python=={versions.FLASHINFER_WHEEL}'"
+
+
 def check_flashinfer_wheel(wheel: dict[str, Any]) -> Check:
+    supported = versions.SUPPORTED_FLASHINFER_TEXT
     if not wheel.get("version"):
         return Check("flashinfer_wheel", False, "flashinfer-python is not installed",
-                     "pip install -e '.[gpu]' (installs flashinfer-python, cupti-python, "
-                     "nvidia-ml-py); pin the version of your checkout, e.g. "
-                     "pip install flashinfer-python==0.6.17")
+                     f"{_pinned_install()} (the release this tool documents; it parses "
+                     f"{supported})")
     commit = f" (commit {wheel['commit'][:12]})" if wheel.get("commit") else ""
-    return Check("flashinfer_wheel", True, f"flashinfer-python {wheel['version']}{commit}")
+    found = f"flashinfer-python {wheel['version']}{commit}"
+    if versions.supported_line(wheel["version"]) is None:
+        older = (versions.release_key(wheel["version"])
+                 < versions.release_key(versions.SUPPORTED_FLASHINFER_LINES[0]))
+        return Check("flashinfer_wheel", False if older else None,
+                     f"{found}: this tool parses the driver of {supported} only"
+                     + ("" if older else "; a newer driver's output may read as failed rows"),
+                     _pinned_install())
+    return Check("flashinfer_wheel", True, found)
 
 
-def check_checkout(checkout: dict[str, Any]) -> Check:
-    clone = ("git clone --branch vX.Y.Z https://github.com/flashinfer-ai/flashinfer "
-             "(the tag of your flashinfer-python wheel)")
+def _clone_hint(wheel: dict[str, Any]) -> str:
+    """The clone command for the installed wheel's driver (the documented pair's without one)."""
+    version = wheel.get("version") or versions.FLASHINFER_WHEEL
+    cmd, _ = versions.fetch_driver_command(version, wheel.get("commit"), {})
+    return cmd or (f"git clone --depth 1 --branch {versions.release_tag(versions.FLASHINFER_WHEEL)} "
+                   f"{versions.FLASHINFER_GIT_URL} ~/flashinfer (and {_pinned_install()})")
+
+
+def check_checkout(checkout: dict[str, Any], wheel: dict[str, Any] | None = None) -> Check:
+    clone = _clone_hint(wheel or {})
     if not checkout.get("path"):
         return Check("flashinfer_checkout", False,
                      "no FlashInfer checkout given (the runner drives its "
                      "benchmarks/flashinfer_benchmark.py)",
-                     f"pass --flashinfer_repo PATH; to get one: {clone}")
+                     f"{clone}, then pass --flashinfer_repo with the cloned folder")
     if not checkout.get("exists"):
         return Check("flashinfer_checkout", False, f"{checkout['path']} does not exist",
-                     f"pass the path of a FlashInfer source checkout; to get one: {clone}")
+                     f"{clone}, then pass --flashinfer_repo with the cloned folder")
     if not checkout.get("driver"):
         return Check("flashinfer_checkout", False,
                      f"{checkout['path']} has no benchmarks/flashinfer_benchmark.py",
                      "pass the root of a FlashInfer source checkout (the folder that contains "
-                     "benchmarks/)")
+                     f"benchmarks/); to get one: {clone}")
     return Check("flashinfer_checkout", True, f"driver found: {checkout['driver']}")
+
+
+def _checkout_label(checkout: dict[str, Any]) -> str:
+    """Where the checkout's version came from: "0.6.18rc7 (version.txt)", "tag v0.6.17"."""
+    tags = [t for t in checkout.get("tags") or () if versions.release_tag(t)]
+    if checkout.get("version") and not tags:
+        return f"{checkout['version']} (version.txt)"
+    if tags:
+        return f"{checkout.get('version')} (tag {tags[0]})"
+    return "unknown"
+
+
+def _fetch_fix(wheel_version: str | None, wheel_commit: str | None,
+               checkout: dict[str, Any]) -> str:
+    """The command that fetches the wheel's driver, and the --flashinfer_repo to pass after it
+    when that is a new folder ("" when no tag or commit names the wheel)."""
+    cmd, path = versions.fetch_driver_command(wheel_version, wheel_commit, checkout)
+    if cmd and path != checkout.get("path"):
+        cmd += f", then pass --flashinfer_repo {versions.shell_path(path)}"
+    return cmd
 
 
 def check_flashinfer_match(wheel: dict[str, Any], checkout: dict[str, Any]) -> Check:
     """The driver in the checkout calls the installed library; from another release it may pass
-    arguments the wheel does not know, or miss backends the wheel has."""
+    arguments the wheel does not know, or miss backends the wheel has. The fix fetches the wheel's
+    own driver (its tag, else its recorded commit) in a way that works in the checkout at hand,
+    a --depth 1 clone included."""
     wv, cv = wheel.get("version"), checkout.get("version")
     wc, cc = wheel.get("commit"), checkout.get("commit")
     if not wv or not checkout.get("driver"):
         return Check("flashinfer_version_match", None, "not compared (wheel or checkout missing)")
+    fetch = _fetch_fix(wv, wc, checkout)
+    fix = fetch or f"pip install flashinfer-python=={versions.release_of(cv)}"
+    if fetch and cv:
+        fix += f" (or install the checkout's release: pip install flashinfer-python=={versions.release_of(cv)})"
     match = versions.versions_match(wv, cv)
-    fix_tag = (f"check out the wheel's tag in the checkout (git -C {checkout['path']} checkout "
-               f"v{versions.release_of(wv)}) or install the checkout's version (pip install "
-               f"flashinfer-python=={versions.release_of(cv)})")
+    label = _checkout_label(checkout)
     if match is False:
-        return Check("flashinfer_version_match", False,
-                     f"wheel {wv} != checkout {cv} ({checkout['path']})", fix_tag)
+        same_line = versions.base_release(wv) == versions.base_release(cv)
+        return Check("flashinfer_version_match", None if same_line else False,
+                     f"wheel {wv} != checkout {label} ({checkout['path']})"
+                     + ("; same release line, the driver may still differ" if same_line else ""),
+                     fix)
     cmatch = versions.commits_match(wc, cc)
     if cmatch is False:
         return Check("flashinfer_version_match", None,
                      f"same release {versions.release_of(wv)}, but wheel commit {wc[:12]} != checkout "
                      f"commit {cc[:12]} (a development checkout?)",
-                     f"git -C {checkout['path']} checkout {wc[:12]} for an exact match")
+                     _fetch_fix(None, wc, checkout) or fix)
     if match is None:
-        known = f"commit {cc[:12]}" if cc else "no .git, no version.txt"
+        known = f"commit {cc[:12]}, no release tag or version.txt" if cc else "no .git, no version.txt"
         return Check("flashinfer_version_match", None,
-                     f"checkout version unknown ({known}); wheel is {wv}",
-                     f"make sure {checkout['path']} is the v{versions.release_of(wv)} tag")
+                     f"checkout version unknown ({known}); wheel is {wv}", fix)
     how = "version and commit" if cmatch else "version"
-    return Check("flashinfer_version_match", True, f"wheel and checkout agree ({how}: {wv})")
+    return Check("flashinfer_version_match", True, f"wheel and checkout agree ({how}: {wv}; checkout {label})")
 
 
 _FALLBACK_TEXT = {"cuda_events": "CUDA events",
@@ -281,12 +327,81 @@ def check_tileiras(probe: dict[str, Any], backends: Sequence[str] = (),
 
 
 def check_no_download(env: dict[str, str]) -> Check:
-    if env.get("FLASHINFER_NO_DOWNLOAD", "") in ("1", "true", "True", "yes"):
-        return Check("no_download", True, "FLASHINFER_NO_DOWNLOAD=1: missing cubins fail at once")
+    value, defaulted = no_download_state(env)
+    if defaulted:
+        return Check("no_download", True,
+                     "FLASHINFER_NO_DOWNLOAD unset: the run sets it to 1 for its worker, so a "
+                     "kernel whose cubin is not installed fails at once instead of downloading "
+                     "(export FLASHINFER_NO_DOWNLOAD= , set and empty, lets FlashInfer download)")
+    if value:
+        return Check("no_download", True,
+                     f"FLASHINFER_NO_DOWNLOAD={value!r} (yours, kept): missing cubins fail at once "
+                     "(FlashInfer reads any non-empty value, 0 included, as no-download)")
     return Check("no_download", None,
-                 "FLASHINFER_NO_DOWNLOAD is not set: kernels that need a trtllm-gen cubin try to "
-                 "download it (without network, mm_fp8 stalls about 45 s per case)",
-                 "export FLASHINFER_NO_DOWNLOAD=1 (unless this machine should download cubins)")
+                 "FLASHINFER_NO_DOWNLOAD set and empty (yours, kept): kernels whose cubin is not "
+                 "installed download it on first use; without network each such case stalls "
+                 "(about 45 s for mm_fp8) before it fails",
+                 "unset FLASHINFER_NO_DOWNLOAD on a machine without network (the run then "
+                 "defaults it to 1)")
+
+
+#: GPUs whose trtllm-gen kernels load cubins (flashinfer-cubin, else downloaded on first use):
+#: the families the trtllm-gen rows of the backend table run on.
+TRTLLM_GEN_CCS = ("10.0", "10.3", "10.7")
+#: The backends that run trtllm-gen cubins.
+TRTLLM_GEN_BACKENDS = ("trtllm", "trtllm_low_latency")
+
+
+def cubin_install(version: str) -> str:
+    return (f"pip install 'flashinfer-cubin=={versions.release_of(version)}' --extra-index-url "
+            f"{versions.FLASHINFER_WHEEL_INDEX}")
+
+
+def jit_cache_install(version: str, cuda: str | None) -> str:
+    tag = "cu" + (versions.major_minor(cuda) or "13.0").replace(".", "")
+    return (f"pip install 'flashinfer-jit-cache=={versions.release_of(version)}' --extra-index-url "
+            f"{versions.FLASHINFER_WHEEL_INDEX}/{tag}")
+
+
+def check_prebuilt(companions: dict[str, str | None], wheel: dict[str, Any],
+                   compute_capability: str | None, cuda: str | None,
+                   env: dict[str, str], backends: Sequence[str] = ()) -> Check:
+    """flashinfer-cubin and flashinfer-jit-cache: which are installed, whether they match the
+    wheel (FlashInfer refuses a mismatched one at import), and whether this GPU needs them:
+    trtllm-gen rows on sm_100/103/107 load cubins (downloaded on first use unless
+    FLASHINFER_NO_DOWNLOAD), and SM90 CUTLASS fused-MoE kernels are about an hour of JIT without
+    the jit-cache. A missing cubin package on Blackwell with downloads off is a warning, and a
+    failure when --backends asks for a trtllm-gen backend."""
+    wv = wheel.get("version")
+    cubin, jit = companions.get("flashinfer_cubin"), companions.get("flashinfer_jit_cache")
+    have = (f"flashinfer-cubin {cubin or 'not installed'}, "
+            f"flashinfer-jit-cache {jit or 'not installed'}")
+    if not wv:
+        return Check("prebuilt_kernels", None, f"{have}; not judged (flashinfer-python missing)")
+    mismatched = [f"{name} {v} != flashinfer-python {wv}" for name, v in
+                  (("flashinfer-cubin", cubin), ("flashinfer-jit-cache", jit))
+                  if v and versions.release_of(v) != versions.release_of(wv)]
+    if mismatched:
+        fixes = [cubin_install(wv) if "cubin" in m else jit_cache_install(wv, cuda) for m in mismatched]
+        return Check("prebuilt_kernels", False,
+                     f"{'; '.join(mismatched)}: FlashInfer refuses a mismatched companion at import",
+                     " && ".join(fixes))
+    notes = []
+    if compute_capability in TRTLLM_GEN_CCS and not cubin:
+        downloads_off = bool(no_download_state(env)[0])
+        if downloads_off:
+            blocking = any(b in TRTLLM_GEN_BACKENDS for b in backends)
+            return Check("prebuilt_kernels", False if blocking else None,
+                         f"{have}: on sm_{compute_capability.replace('.', '')} every trtllm-gen row "
+                         f"(backends {', '.join(TRTLLM_GEN_BACKENDS)}) needs its cubins, and with "
+                         f"FLASHINFER_NO_DOWNLOAD on they fail as set-up",
+                         f"{cubin_install(wv)} (about 1 GB), or allow downloads with network: "
+                         f"export FLASHINFER_NO_DOWNLOAD=")
+        notes.append("trtllm-gen cubins download on first use (FLASHINFER_NO_DOWNLOAD empty)")
+    if compute_capability == "9.0" and not jit:
+        notes.append("SM90 CUTLASS fused-MoE rows stay unsupported (about an hour of JIT without "
+                     f"the jit-cache: {jit_cache_install(wv, cuda)})")
+    return Check("prebuilt_kernels", True, have + (f"; {'; '.join(notes)}" if notes else ""))
 
 
 def _arch_entries(value: str) -> list[str]:
@@ -318,6 +433,7 @@ def gather(flashinfer_repo: str | None, gpu_index: int,
     probes: dict[str, Any] = {
         "gpu": gpu,
         "wheel": versions.flashinfer_wheel(),
+        "companions": versions.flashinfer_companions(),
         "checkout": versions.flashinfer_checkout(flashinfer_repo),
         "nvcc": gpu_probes.nvcc_info(),
         "tileiras": gpu_probes.tileiras_info(),
@@ -347,7 +463,7 @@ def run_checks(p: dict[str, Any], backends: Sequence[str] = ()) -> list[Check]:
         checks.append(check_idle(p["gpu"]))
         checks.append(check_torch_cuda(p["torch_cuda"] or {}, p["gpu"]))
     checks.append(check_flashinfer_wheel(p["wheel"]))
-    checks.append(check_checkout(p["checkout"]))
+    checks.append(check_checkout(p["checkout"], p["wheel"]))
     checks.append(check_flashinfer_match(p["wheel"], p["checkout"]))
     if gpu_ok:
         checks.append(check_cupti(p["timer_probe"], p["stack"] or {}, p["gpu"]))
@@ -356,6 +472,9 @@ def run_checks(p: dict[str, Any], backends: Sequence[str] = ()) -> list[Check]:
     checks.append(check_tileiras(p.get("tileiras") or {}, backends,
                                  (p["gpu"] or {}).get("compute_capability") if gpu_ok else None))
     checks.append(check_no_download(p["env"]))
+    checks.append(check_prebuilt(p.get("companions") or {}, p["wheel"],
+                                 (p["gpu"] or {}).get("compute_capability") if gpu_ok else None,
+                                 runtime, p["env"], backends))
     if gpu_ok:
         checks.append(check_arch_list(p["env"], p["gpu"]))
     return checks

@@ -14,11 +14,13 @@ from typing import Any
 
 from .. import __version__ as TOOL_VERSION
 from .gpu import cuda_stack, gpu_info, nvcc_info, probe_timer, sm_count_from_driver
+from ..run.pool import no_download_state
 from .versions import (
     commits_match,
     cupti_fix_command,
     dist_version,
     flashinfer_checkout,
+    flashinfer_companions,
     flashinfer_wheel,
     major_minor,
     version_key,
@@ -56,6 +58,8 @@ def versions(flashinfer_repo: str | None = None, gpu: dict[str, Any] | None = No
         "flashinfer_wheel_commit": wheel["commit"],
         "flashinfer_checkout": checkout["version"],
         "flashinfer_checkout_commit": checkout["commit"],
+        "flashinfer_checkout_tags": checkout["tags"],
+        **flashinfer_companions(),
         "cupti_python": stack["cupti_python"],
         "nvidia_cuda_cupti": stack["nvidia_cuda_cupti"],
         "transformers": dist_version("transformers"),
@@ -106,6 +110,7 @@ def collect(flashinfer_repo: str | None = None, gpu_index: int = 0, probe: bool 
             "versions": v,
             "nvcc": nvcc_info(),
             "env": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
+            "no_download": dict(zip(("value", "defaulted"), no_download_state(os.environ))),
             "platform": {"python_executable": sys.executable, "machine": platform.machine()},
             "warnings": version_warnings(v, flashinfer_repo),
         }

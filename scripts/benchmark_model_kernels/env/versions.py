@@ -6,7 +6,25 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from typing import Any
+
+# --------------------------------------------------------------------------- the FlashInfer pair
+
+#: The FlashInfer release this tool documents: README.md and SKILL.md install this wheel and clone
+#: its tag (`release_tag`) for the driver's benchmarks/; tests/test_packaging.py checks that they
+#: and pyproject.toml's `gpu` extra agree with it. vLLM pins the same wheel.
+FLASHINFER_WHEEL = "0.6.18.post1"
+#: Release lines whose driver argv and output this tool parses, oldest first: 0.6.17, every
+#: 0.6.18.x, every 0.7.x (pyproject.toml's `gpu` extra admits exactly these).
+SUPPORTED_FLASHINFER_LINES = ("0.6.17", "0.6.18", "0.7")
+#: The same, in words.
+SUPPORTED_FLASHINFER_TEXT = "0.6.17, 0.6.18.x and 0.7.x"
+#: Where the driver's source comes from.
+FLASHINFER_GIT_URL = "https://github.com/flashinfer-ai/flashinfer"
+#: FlashInfer's own wheel index, where flashinfer-jit-cache is published per CUDA major.minor
+#: ("cu130"); flashinfer-cubin is on PyPI.
+FLASHINFER_WHEEL_INDEX = "https://flashinfer.ai/whl"
 
 # --------------------------------------------------------------------------- small helpers
 
@@ -43,6 +61,39 @@ def release_of(version: str | None) -> str | None:
         return None
     v = version.strip().lstrip("vV").split("+", 1)[0]
     return v or None
+
+
+#: A public release FlashInfer tags as v<release>: "0.6.17", "0.6.18rc7", "0.6.18.post1".
+_TAGGED_RELEASE = re.compile(r"\d+\.\d+\.\d+(?:rc\d+|\.post\d+)?")
+
+
+def release_tag(version: str | None) -> str | None:
+    """The git tag FlashInfer gives a release ("0.6.18.post1" -> "v0.6.18.post1"); None for a
+    development or unknown version, which no tag names."""
+    release = release_of(version)
+    return f"v{release}" if release and _TAGGED_RELEASE.fullmatch(release) else None
+
+
+def base_release(version: str | None) -> str | None:
+    """ "0.6.18.post1", "0.6.18rc7", "v0.6.18" -> "0.6.18" (None when it is not X.Y.Z...)."""
+    m = re.match(r"(\d+\.\d+\.\d+)", release_of(version) or "")
+    return m.group(1) if m else None
+
+
+def release_key(version: str | None) -> tuple[int, ...]:
+    """(major, minor, patch) of a version, for ordering releases ("0.6.16.post4" -> (0, 6, 16))."""
+    return tuple(int(x) for x in (base_release(version) or "0.0.0").split("."))
+
+
+def supported_line(version: str | None) -> str | None:
+    """The SUPPORTED_FLASHINFER_LINES entry a version belongs to ("0.7.4" -> "0.7"), or None."""
+    base = base_release(version)
+    if not base:
+        return None
+    for line in SUPPORTED_FLASHINFER_LINES:
+        if base == line or base.startswith(line + "."):
+            return line
+    return None
 
 
 def versions_match(wheel: str | None, checkout: str | None) -> bool | None:
@@ -140,10 +191,58 @@ def git_head_commit(repo: str) -> str | None:
         return None
 
 
+def _tags_at(repo: str, git_dir: str, commit: str) -> list[str]:
+    """Tags naming `commit`: what `git clone --depth 1 --branch vX` or a fetch of a tag leaves.
+    Asks git (a loose annotated tag names a tag object, which only git unpacks); without a git
+    binary, reads refs/tags and packed-refs (annotated tags by their peeled "^<commit>" line)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git"):
+        try:
+            out = subprocess.run(["git", "-C", repo, "tag", "--points-at", commit],
+                                 capture_output=True, text=True, timeout=20)
+            if out.returncode == 0:
+                return sorted(t for t in out.stdout.split() if t)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    dirs = [git_dir]
+    common = os.path.join(git_dir, "commondir")
+    if os.path.isfile(common):
+        c = open(common).read().strip()
+        dirs.append(c if os.path.isabs(c) else os.path.normpath(os.path.join(git_dir, c)))
+    found: list[str] = []
+    for d in dirs:
+        packed = os.path.join(d, "packed-refs")
+        if os.path.isfile(packed):
+            last = ""
+            for line in open(packed):
+                line = line.strip()
+                if line.startswith("^"):
+                    if line[1:] == commit and last.startswith("refs/tags/"):
+                        found.append(last[len("refs/tags/"):])
+                    continue
+                parts = line.split(" ", 1)
+                last = parts[1] if len(parts) == 2 else ""
+                if parts[0] == commit and last.startswith("refs/tags/"):
+                    found.append(last[len("refs/tags/"):])
+        tags = os.path.join(d, "refs", "tags")
+        for root, _dirs, files in os.walk(tags):
+            for name in files:
+                path = os.path.join(root, name)
+                try:
+                    if open(path).read().strip() == commit:
+                        found.append(os.path.relpath(path, tags))
+                except OSError:
+                    continue
+    return sorted(set(found))
+
+
 def flashinfer_checkout(repo: str | None) -> dict[str, Any]:
-    """Facts about a FlashInfer source checkout: its driver script, version.txt and git commit."""
+    """Facts about a FlashInfer source checkout: its driver script, version.txt, git commit, the
+    tags at that commit and whether the clone is shallow (`--depth 1`)."""
     out: dict[str, Any] = {"path": None, "exists": False, "driver": None, "version": None,
-                           "commit": None}
+                           "commit": None, "tags": [], "git": False, "shallow": False}
     if not repo:
         return out
     path = os.path.abspath(os.path.expanduser(repo))
@@ -158,7 +257,63 @@ def flashinfer_checkout(repo: str | None) -> dict[str, Any]:
     except OSError:
         pass
     out["commit"] = git_head_commit(path)
+    git_dir = _git_dir(path)
+    if git_dir is not None:
+        out["git"] = True
+        out["shallow"] = os.path.isfile(os.path.join(git_dir, "shallow"))
+        if out["commit"]:
+            out["tags"] = _tags_at(path, git_dir, out["commit"])
+    if out["version"] is None:  # no version.txt: a release tag at HEAD names it
+        releases = [release_of(t) for t in out["tags"] if release_tag(t)]
+        out["version"] = releases[0] if releases else None
     return out
+
+
+def shell_path(path: str) -> str:
+    """`path` quoted for a shell, a leading "~/" left for the shell to expand."""
+    if path.startswith("~/"):
+        return "~/" + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
+def fetch_driver_command(wheel_version: str | None, wheel_commit: str | None,
+                         checkout: dict[str, Any]) -> tuple[str, str]:
+    """The command that puts the wheel's own benchmarks/ where the doctor and runner look.
+
+    In a git checkout: fetch just that tag (or the wheel's recorded commit) and check it out,
+    with --depth 1 when the clone is shallow (a `git checkout vX` of a tag the shallow clone never
+    fetched cannot work). Elsewhere (a copied benchmarks/ folder, a missing path): a fresh
+    --depth 1 clone of the tag next to it. Returns (command, the --flashinfer_repo to use after
+    it); ("", "") when neither a tag nor a commit names the wheel."""
+    tag = release_tag(wheel_version)
+    path = checkout.get("path") or "~/flashinfer"
+    commit = (wheel_commit or "").strip()
+    if checkout.get("git") and checkout.get("exists"):
+        depth = " --depth 1" if checkout.get("shallow") else ""
+        q = shell_path(path)
+        if tag:
+            return (f"git -C {q} fetch{depth} {FLASHINFER_GIT_URL} tag {tag} && "
+                    f"git -C {q} checkout {tag}", path)
+        if commit:
+            return (f"git -C {q} fetch{depth} {FLASHINFER_GIT_URL} {commit} && "
+                    f"git -C {q} checkout FETCH_HEAD", path)
+        return "", ""
+    fresh = f"{path.rstrip('/')}-{tag or (commit[:12] if commit else 'wheel')}"
+    q = shell_path(fresh)
+    if tag:
+        return f"git clone --depth 1 --branch {tag} {FLASHINFER_GIT_URL} {q}", fresh
+    if commit:
+        return (f"git init -q {q} && git -C {q} fetch --depth 1 {FLASHINFER_GIT_URL} {commit} "
+                f"&& git -C {q} checkout -q FETCH_HEAD", fresh)
+    return "", ""
+
+
+def flashinfer_companions() -> dict[str, str | None]:
+    """Installed versions of FlashInfer's prebuilt-kernel packages (None: not installed):
+    flashinfer-cubin (trtllm-gen cubins, else downloaded on first use) and flashinfer-jit-cache
+    (prebuilt JIT modules, else compiled on first use)."""
+    return {"flashinfer_cubin": dist_version("flashinfer-cubin"),
+            "flashinfer_jit_cache": dist_version("flashinfer-jit-cache")}
 
 
 # --------------------------------------------------------------------------- CUDA / CUPTI / nvcc

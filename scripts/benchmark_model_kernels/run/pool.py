@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from .outcome import WorkerReply
 
@@ -85,6 +85,28 @@ def kill_group(pid: int) -> None:
         pass
 
 
+def no_download_state(env: Mapping[str, str]) -> tuple[str, bool]:
+    """(the FLASHINFER_NO_DOWNLOAD value the worker gets, whether it is this tool's default):
+    the user's value when set (even set and empty, which lets FlashInfer download), else "1", so
+    an offline machine fails a missing cubin at once instead of stalling on its download.
+    FlashInfer refuses downloads for any non-empty value, "0" included
+    (flashinfer/jit/cubin_loader.py `get_cubin`: `if os.getenv("FLASHINFER_NO_DOWNLOAD")`)."""
+    if "FLASHINFER_NO_DOWNLOAD" in env:
+        return env["FLASHINFER_NO_DOWNLOAD"], False
+    return "1", True
+
+
+def no_download_note(env: Mapping[str, str]) -> str:
+    """One line for the run's output and results.json notes: what the worker gets, and why."""
+    value, defaulted = no_download_state(env)
+    if defaulted:
+        return ("FLASHINFER_NO_DOWNLOAD unset: set to 1 for the worker (a cubin that is not "
+                "installed fails at once; export FLASHINFER_NO_DOWNLOAD= to let FlashInfer download)")
+    if value:
+        return f"FLASHINFER_NO_DOWNLOAD={value!r} (yours): FlashInfer downloads nothing"
+    return "FLASHINFER_NO_DOWNLOAD set and empty (yours): FlashInfer downloads missing cubins"
+
+
 class WorkerPool:
     """At most one live worker (one GPU); restarted after a crash, a timeout or a CUDA fault."""
 
@@ -106,7 +128,7 @@ class WorkerPool:
         env = dict(os.environ)
         # Keep the caller's PYTHONPATH (the GPU image's wheel site lives there); add our package.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
-        env["FLASHINFER_NO_DOWNLOAD"] = "1"  # never stall on an artifact download
+        env["FLASHINFER_NO_DOWNLOAD"] = no_download_state(env)[0]
         env["PYTHONUNBUFFERED"] = "1"
         return env
 

@@ -42,7 +42,7 @@ from .outcome import (
     read_driver_csv,
     row_from_case,
 )
-from .pool import WorkerPool
+from .pool import WorkerPool, no_download_note
 from .progress import EtaEstimator, progress_line
 from .quant_timing import QUANT_TIMING_NOTE
 from .results import RESULTS_CSV, RESULTS_JSON, RESULTS_SCHEMA_VERSION, Row, RunSettings, csv_text
@@ -260,7 +260,8 @@ def _environment(probe: EnvironmentProbe, flashinfer_repo: str | None) -> dict[s
 
 
 def _notes() -> dict[str, Any]:
-    return {"timing": TIMING_NOTE, "quant_timing": QUANT_TIMING_NOTE}
+    return {"timing": TIMING_NOTE, "quant_timing": QUANT_TIMING_NOTE,
+            "downloads": no_download_note(os.environ)}
 
 
 def exit_code(rows: Iterable[Row]) -> int:
@@ -281,6 +282,8 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         print(f"resume: kept {len(kept)} of {n_prev} earlier rows; "
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
     write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
+    if any(c.driver_args and not c.skip_reason for c in cases):
+        print(no_download_note(os.environ), file=progress)
     header = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "tool": {"name": "benchmark-model-kernels", "version": __version__},

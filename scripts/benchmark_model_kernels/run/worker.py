@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a segfault prints the Python stack into the case log
     if a.benchmarks_dir:
         sys.path.insert(0, os.path.abspath(a.benchmarks_dir))
-    os.environ.setdefault("FLASHINFER_NO_DOWNLOAD", "1")
+    os.environ.setdefault("FLASHINFER_NO_DOWNLOAD", "1")  # the pool's default (pool.no_download_state)
     for line in sys.stdin:
         if not line.strip():
             continue
