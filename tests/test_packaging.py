@@ -241,7 +241,7 @@ def test_results_schema_lists_exactly_the_csv_columns():
 #: Flags in the docs that belong to other programs (vllm serve, git, pip, python -m venv).
 FOREIGN_FLAGS = {"--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
                  "--depth", "--branch", "--system-site-packages", "--target", "--no-deps",
-                 "--help", "--index-url", "--version", "--no-index"}
+                 "--help", "--index-url", "--extra-index-url", "--version", "--no-index"}
 
 
 @pytest.mark.parametrize("doc", ["SKILL.md", "README.md", "references/troubleshooting.md"])
@@ -252,3 +252,33 @@ def test_every_flag_the_docs_mention_exists_in_some_cli(doc):
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*[a-z0-9]", read(doc))) - FOREIGN_FLAGS
     unknown = sorted(f for f in mentioned if not re.search(rf"(^|[\s\[]){re.escape(f)}\b", helps))
     assert not unknown, f"{doc} mentions flags no CLI has: {unknown}"
+
+
+# ---------------------------------------------------------------- the FlashInfer pair == code
+
+
+def test_readme_skill_and_extras_name_the_one_flashinfer_pair():
+    """README.md and SKILL.md install FLASHINFER_WHEEL and clone its tag, name no other FlashInfer
+    release, and pyproject's `gpu` extra admits exactly the supported release lines."""
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.specifiers import SpecifierSet
+
+    from benchmark_model_kernels.env import versions
+
+    wheel, tag = versions.FLASHINFER_WHEEL, versions.release_tag(versions.FLASHINFER_WHEEL)
+    for doc in ("README.md", "SKILL.md"):
+        text = read(doc)
+        assert f"'flashinfer-python=={wheel}'" in text, doc
+        assert f"git clone --depth 1 --branch {tag} {versions.FLASHINFER_GIT_URL}" in text, doc
+        pins = set(re.findall(r"flashinfer-python==([\w.]+)", text))
+        assert pins == {wheel}, f"{doc} pins {pins}"
+        tags = set(re.findall(r"--branch (v[\w.]+)", text))
+        assert tags == {tag}, f"{doc} clones {tags}"
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        gpu = tomllib.load(f)["project"]["optional-dependencies"]["gpu"]
+    spec = SpecifierSet(next(d for d in gpu if d.startswith("flashinfer-python"))[len("flashinfer-python"):])
+    assert wheel in spec
+    for version in ("0.6.17", "0.6.18", "0.6.18.post1", "0.7.0", "0.7.4"):
+        assert version in spec and versions.supported_line(version), version
+    for version in ("0.6.16.post4", "0.8.0"):
+        assert version not in spec and versions.supported_line(version) is None, version

@@ -63,6 +63,13 @@ SETUP_PROBLEMS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # "ModuleNotFoundError: No module named 'cutlass'" (tests/fixtures/driver/mm_bf16.log).
     (re.compile(r"No module named '(cutlass)\b"), "the nvidia-cutlass-dsl package (module {0})",
      "pip install 'nvidia-cutlass-dsl[cu13]' (CUDA 13) or nvidia-cutlass-dsl (CUDA 12)"),
+    # flashinfer/jit/cubin_loader.py `get_cubin` with FLASHINFER_NO_DOWNLOAD set and no local
+    # copy: "RuntimeError: Artifact not found locally: <file> (looked at <path>).
+    # FLASHINFER_NO_DOWNLOAD is set — refusing to download. This means flashinfer-cubin is
+    # missing this file." (tests/fixtures/driver/mm_fp8.log, the H200).
+    (re.compile(r"Artifact not found locally"), "its prebuilt cubin (flashinfer-cubin)",
+     "pip install flashinfer-cubin of the wheel's release from https://flashinfer.ai/whl, or "
+     "let FlashInfer download it: export FLASHINFER_NO_DOWNLOAD= (set and empty)"),
     # Any other missing module: Python's ModuleNotFoundError / ImportError text.
     (re.compile(r"No module named '([\w]+)"), "the Python module {0}",
      "pip install the package that provides it (FlashInfer's requirements.txt lists the "
