@@ -92,11 +92,12 @@ def test_unsupported_on_h200_but_runs_on_b200(routine, backend, variant):
 
 def test_h200_facts_in_reasons():
     moe_reason = bk.capability_reason(spec("cutlass_fused_moe", "cutlass"), SM90)
-    assert "driver's table" in moe_reason and "SM90 build" in moe_reason
+    assert "driver's table" in moe_reason and "SM90 CUTLASS fused MoE" in moe_reason
+    assert "flashinfer-jit-cache" in moe_reason and "about an hour" in moe_reason
     assert "Blackwell" in bk.capability_reason(spec("mm_fp8", "trtllm_low_latency"), SM90)
     assert bk.capability_reason(spec("mm_fp4", "cutlass"), SM90) == (
         "mm_fp4 cutlass needs sm_100/103/107/110/120/121; this GPU is sm_90 "
-        "(flashinfer/gemm/gemm_base.py:5726)")
+        "(hand table: flashinfer/gemm/gemm_base.py:5726)")
 
 
 def test_torch_capabilities():

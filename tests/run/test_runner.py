@@ -132,7 +132,11 @@ def test_results_header_records_command_environment_settings_and_notes(mixed):
 def test_all_ok_exits_zero_and_progress_has_eta(tmp_path):
     rc, res, progress, _ = run_cases(tmp_path, [gemm_case(4096), gemm_case(2048)])
     assert rc == 0 and all(r["status"] == "ok" for r in res["rows"])
-    lines = progress.getvalue().splitlines()
+    downloads, support, *lines = progress.getvalue().splitlines()
+    # The run says what FLASHINFER_NO_DOWNLOAD its worker gets and who decided backend support,
+    # and records both.
+    assert downloads.startswith("FLASHINFER_NO_DOWNLOAD") and res["notes"]["downloads"] == downloads
+    assert support.startswith("backend support per GPU from ") and res["notes"]["capabilities"] == support
     assert lines[0].startswith("[1/2] gemm g4096 m=8 bf16 cudnn ... ok ") and "ETA" in lines[0]
 
 

@@ -1,18 +1,23 @@
 """Which backends exist for each (kind, recipe), the GPUs they run on, and known shape limits.
 
-ONE table, `BACKENDS`: a row per (kind, dtype, routine, backend, variant). Compute capabilities come
-from FlashInfer v0.6.17: the library's `@supported_compute_capability` decorators
-(flashinfer/gemm/gemm_base.py) for the GEMM routines the driver probes, and the driver's own
-`routine_cc_to_supported_backends` table (benchmarks/routines/flashinfer_benchmark_utils.py) for
-the MoE routines it filters. `shape_limit(case)` returns the reason a known kernel or driver limit
-rules a case out ("" when none), so no time is spent launching it. references/backends.md renders
-this table (docs_tables.py); its prose explains the choices.
+ONE hand table, `BACKENDS`: a row per (kind, dtype, routine, backend, variant). At run time the
+installed FlashInfer answers which GPUs a driver backend runs on (`capabilities.py`: the library's
+support checks and the driver's own routine table), and a backend it lists for a GEMM routine of
+this table joins the plan as a row of its own (`specs_for`). The compute capabilities written here
+answer only where FlashInfer does not: torch and Triton rows, routines without support checks
+(mm_fp8 before 0.7), and a CPU preview without FlashInfer; they come from FlashInfer v0.6.17 (the
+`@supported_compute_capability` decorators in flashinfer/gemm/gemm_base.py and the driver's
+`routine_cc_to_supported_backends`), cited per row. Each skip reason names the source that
+decided it. `shape_limit(case)` returns the reason a known kernel or driver limit rules a case out
+("" when none), so no time is spent launching it. references/backends.md renders this table
+(docs_tables.py); its prose explains the choices.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .capabilities import HAND, Capabilities
 from .schema import Case
 
 #: Backend label of the PyTorch baseline.
@@ -53,6 +58,13 @@ _SM89_PLUS_FP8 = ((8, 9), (9, 0), (10, 0), (10, 3), (10, 7), (11, 0), (12, 0), (
 _BLACKWELL_FP4 = ((10, 0), (10, 3), (10, 7), (11, 0), (12, 0), (12, 1))
 _TRTLLM_GEN = ((10, 0), (10, 3), (10, 7))
 _MOE_CUTLASS = ((10, 0), (10, 3), (10, 7), (12, 0), (12, 1))
+#: What FlashInfer's CUTLASS fused MoE needs on Hopper, where vLLM runs it for static per-tensor
+#: FP8 MoE: the library has an SM90 build, which is about 182 CUTLASS compile units (28 done after
+#: 500 s with 16 jobs on the H200), so it needs the prebuilt flashinfer-jit-cache or a JIT build
+#: of about an hour; this tool never starts that build.
+_MOE_CUTLASS_SM90 = ("the driver's table gives cutlass_fused_moe no backend below sm_100; on sm_90 the library's SM90 CUTLASS fused MoE (vLLM's kernel for static "
+                     "per-tensor FP8 MoE on Hopper) needs the prebuilt flashinfer-jit-cache of the "
+                     "wheel's release or a JIT build of about an hour, which this tool never starts")
 
 
 @dataclass(frozen=True)
@@ -161,9 +173,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("moe", "bf16", "torch._grouped_mm", TORCH, min_cc=(8, 0),
                 source="torch: _grouped_mm needs SM 8.0+"),
     BackendSpec("moe", "bf16", "cutlass_fused_moe", "cutlass", ccs=_MOE_CUTLASS,
-                source=f"{_FBU}:535-546",
-                cc_note="the driver's table gives cutlass_fused_moe no backend below sm_100, "
-                        "although the library has an SM90 build (about an hour of JIT)"),
+                source=f"{_FBU}:535-546", cc_note=_MOE_CUTLASS_SM90),
     # ---- MoE, FP8. All three take pre-quantized FP8 activations: the driver casts
     # outside the timed call (cutlass moe.py:1019; trtllm per-tensor moe.py:2311, NOT inside
     # run_fp8_per_tensor_moe), so each gets a with_quant twin.
@@ -181,9 +191,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 source="torch: _scaled_grouped_mm (row-wise scales) needs SM 9.0 or 10.x",
                 quant="fp8_per_token_dynamic"),
     BackendSpec("moe", "fp8", "cutlass_fused_moe", "cutlass", ccs=_MOE_CUTLASS,
-                source=f"{_FBU}:535-546", quant="fp8_per_tensor_static",
-                cc_note="the driver's table gives cutlass_fused_moe no backend below sm_100, "
-                        "although the library has an SM90 build (about an hour of JIT)"),
+                source=f"{_FBU}:535-546", quant="fp8_per_tensor_static", cc_note=_MOE_CUTLASS_SM90),
     BackendSpec("moe", "fp8", "trtllm_fp8_per_tensor_scale_moe", "trtllm", ccs=_TRTLLM_GEN,
                 source=f"{_FBU}:523-534", quant="fp8_per_tensor_static"),
     # Block-128 FP8 MoE of the TRTLLM-gen kernels (vLLM's first FP8 MoE choice on Blackwell).
@@ -222,9 +230,32 @@ TRTLLM_MOE_ACTIVATIONS = ("Swiglu", "Geglu", "Situ")
 TRTLLM_MOE_ELTWISE_ACTIVATIONS = ("Relu2", "Identity")
 
 
-def specs_for(kind: str, dtype: str) -> tuple[BackendSpec, ...]:
-    """Rows of BACKENDS for one (kind, recipe), in table order."""
-    return tuple(s for s in BACKENDS if s.kind == kind and s.dtype == dtype)
+def specs_for(kind: str, dtype: str, caps: Capabilities = HAND) -> tuple[BackendSpec, ...]:
+    """Rows of BACKENDS for one (kind, recipe), in table order, then one row per backend the
+    installed FlashInfer lists for a GEMM routine of those rows that the table lacks (its GPUs and
+    source from FlashInfer, its variant and activation format from the routine's first row; the
+    driver argv of a GEMM routine names its backend, so it runs as is). MoE routines name no
+    backend in their argv, so a new MoE backend needs a routine of its own here."""
+    hand = tuple(s for s in BACKENDS if s.kind == kind and s.dtype == dtype)
+    extra: list[BackendSpec] = []
+    for routine in dict.fromkeys(s.routine for s in hand if s.driver and s.kind == "gemm"):
+        first = next(s for s in hand if s.routine == routine)
+        known = {s.backend for s in hand if s.routine == routine}
+        for backend in caps.backends_of(routine):
+            if backend in known or backend in ("auto", TORCH, TRITON):
+                continue
+            facts = caps.facts(routine, backend)
+            extra.append(BackendSpec(kind, dtype, routine, backend, first.variant,
+                                     ccs=tuple(sorted(set.intersection(*(set(f.ccs) for f in facts)))),
+                                     source=facts[0].source, quant=first.quant))
+    return hand + tuple(extra)
+
+
+def backend_names(caps: Capabilities = HAND) -> tuple[str, ...]:
+    """Every backend label `--backends` accepts: the table's, then those FlashInfer adds."""
+    added = (s.backend for kind, dtype in {(s.kind, s.dtype) for s in BACKENDS}
+             for s in specs_for(kind, dtype, caps))
+    return tuple(dict.fromkeys((*BACKEND_NAMES, *added)))
 
 
 def find_spec(kind: str, dtype: str, routine: str, backend: str, variant: str) -> BackendSpec | None:
@@ -264,23 +295,55 @@ TOOLCHAIN_LIMITS: tuple[ToolchainLimit, ...] = (
 )
 
 
-def capability_reason(spec: BackendSpec, cc: tuple[int, int] | None) -> str:
-    """Why a GPU of capability `cc` cannot run `spec` ("" if it can, or if cc is unknown).
+#: A routine whose first use on a GPU is a JIT build too long to start unasked: (routine, cc,
+#: what it needs). FlashInfer's tables cannot say what a build costs; measured on the H200.
+JIT_COST_LIMITS: tuple[tuple[str, tuple[int, int], str], ...] = (
+    ("cutlass_fused_moe", (9, 0), _MOE_CUTLASS_SM90.split("; ", 1)[1]),
+)
+
+
+def capability_reason(spec: BackendSpec, cc: tuple[int, int] | None,
+                      caps: Capabilities = HAND) -> str:
+    """Why a GPU of capability `cc` cannot run `spec` ("" if it can, or if cc is unknown), naming
+    the source that decided: a measured toolchain limit, FlashInfer's own answer (`caps`: the
+    driver's table, which filters before launch, or the library's support check), else this
+    hand table.
 
     >>> capability_reason(specs_for("gemm", "nvfp4")[1], (9, 0))
-    'mm_fp4 cutlass needs sm_100/103/107/110/120/121; this GPU is sm_90 (flashinfer/gemm/gemm_base.py:5726)'
+    'mm_fp4 cutlass needs sm_100/103/107/110/120/121; this GPU is sm_90 (hand table: flashinfer/gemm/gemm_base.py:5726)'
     """
     if cc is None:
         return ""
+    cc = (int(cc[0]), int(cc[1]))
     for lim in TOOLCHAIN_LIMITS:
-        if (lim.routine, lim.backend, lim.cc) == (spec.routine, spec.backend, tuple(cc)):
+        if (lim.routine, lim.backend, lim.cc) == (spec.routine, spec.backend, cc):
             return lim.why
-    if spec.supports(cc):
-        return ""
     label = f"{spec.routine} {spec.backend}" + (f" ({spec.variant})" if spec.variant else "")
+    here = f"this GPU is sm_{cc[0]}{cc[1]}"
     note = f"; {spec.cc_note}" if spec.cc_note else ""
-    return (f"{label} needs {spec.cc_text()}; this GPU is sm_{cc[0]}{cc[1]}{note} "
-            f"({spec.source})")
+    if spec.driver:
+        table = caps.driver_table(spec.routine)
+        facts = caps.facts(spec.routine, spec.backend)
+        if table and not any(f.via == "driver" for f in facts):
+            return (f"{label}: the driver's table lists no {spec.backend} backend for "
+                    f"{spec.routine} ({table[0].source})")
+        for fact in sorted(facts, key=lambda f: f.via != "driver"):  # the driver filters first
+            if fact.refuses(cc):
+                return f"{label} needs {fact.cc_text()}; {here}{note} ({fact.source})"
+        if facts and all(tuple(cc) in f.probed for f in facts):
+            return _jit_cost_reason(spec, cc, caps)
+    if spec.supports(cc):
+        return _jit_cost_reason(spec, cc, caps)
+    return f"{label} needs {spec.cc_text()}; {here}{note} (hand table: {spec.source})"
+
+
+def _jit_cost_reason(spec: BackendSpec, cc: tuple[int, int], caps: Capabilities) -> str:
+    """A JIT build too long to start unasked, when no prebuilt jit-cache is installed."""
+    for routine, where, needs in JIT_COST_LIMITS:
+        if (spec.routine, cc) == (routine, where) and not caps.jit_cache:
+            return (f"{spec.routine} {spec.backend}: {needs}; flashinfer-jit-cache is not "
+                    "installed (references/troubleshooting.md, \"Prebuilt kernels\")")
+    return ""
 
 
 def activation_quant(case: "Case") -> str:
@@ -511,6 +574,8 @@ __all__ = [
     "ToolchainLimit",
     "TOOLCHAIN_LIMITS",
     "capability_reason",
+    "backend_names",
+    "JIT_COST_LIMITS",
     "activation_quant",
     "ShapeLimit",
     "SHAPE_LIMITS",

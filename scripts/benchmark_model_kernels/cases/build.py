@@ -18,7 +18,8 @@ from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.padding import physical_gemm, physical_moe
 from ..vllm_rules.sharding import first_local_expert
 from . import backends as bk
-from .backends import BACKEND_NAMES, DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
+from .backends import DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
+from .capabilities import HAND, Capabilities
 from .schema import DTYPES, Case, GemmShape, MoeShape
 
 #: FlashInfer `ActivationType` names at v0.6.17 (flashinfer/tllm_enums.py), InvalidType excluded.
@@ -141,8 +142,10 @@ def _canonical_activation(name: str) -> str:
 
 
 def check_filters(ms: Sequence[int], dtypes: Sequence[str],
-                  backends: Sequence[str] | None) -> None:
-    """The --ms, --dtypes and --backends values; raises UsageError naming the first bad one."""
+                  backends: Sequence[str] | None, caps: Capabilities = HAND) -> None:
+    """The --ms, --dtypes and --backends values; raises UsageError naming the first bad one.
+    `--backends` accepts the table's backends and those the installed FlashInfer adds (`caps`)."""
+    names = bk.backend_names(caps)
     for m in ms:
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise UsageError("--ms", m, "every M must be a positive number of tokens, e.g. --ms 1 8 64")
@@ -150,8 +153,8 @@ def check_filters(ms: Sequence[int], dtypes: Sequence[str],
         if d not in DTYPES:
             raise UsageError("--dtypes", d, f"choose from {', '.join(DTYPES)}")
     for b in backends or ():
-        if b not in BACKEND_NAMES:
-            raise UsageError("--backends", b, f"choose from {', '.join(BACKEND_NAMES)}")
+        if b not in names:
+            raise UsageError("--backends", b, f"choose from {', '.join(names)}")
     for flag, values in (("--ms", ms), ("--dtypes", dtypes), ("--backends", backends or ())):
         twice = [v for i, v in enumerate(values) if v in list(values)[:i]]
         if twice:
@@ -161,21 +164,24 @@ def check_filters(ms: Sequence[int], dtypes: Sequence[str],
 
 def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                 backends: Sequence[str] | None = None,
-                compute_capability: tuple[int, int] | None = None) -> list[Case]:
+                compute_capability: tuple[int, int] | None = None,
+                caps: Capabilities = HAND) -> list[Case]:
     """Every measurement to make for `plan` at token counts `ms`.
 
     One Case per (entry, M, dtype, backend[, variant][, with_quant]), ordered by plan order (GEMMs,
     then MoE), then M, dtype, backend (backends.BACKENDS order); a with_quant twin follows its
     kernel-only case. `backends=None` means all; `compute_capability=None` (no GPU, dry run) skips
-    nothing for capability, but vLLM and shape limits still set `skip_reason`.
+    nothing for capability, but vLLM and shape limits still set `skip_reason`. `caps`: what the
+    installed FlashInfer says about its backends (`capabilities.load_capabilities`); the hand
+    table answers without it.
     """
-    check_filters(ms, dtypes, backends)
+    check_filters(ms, dtypes, backends, caps)
     wanted = set(backends) if backends else None
     cc = tuple(compute_capability) if compute_capability is not None else None
     cases: list[Case] = []
 
     def add(case: Case, spec: bk.BackendSpec, pre_reason: str) -> None:
-        reason = bk.capability_reason(spec, cc) or pre_reason or bk.shape_limit(case)
+        reason = bk.capability_reason(spec, cc, caps) or pre_reason or bk.shape_limit(case)
         match = default_match(cc, case.kind, case.dtype, spec.scheme, spec.backend, spec.routine,
                               plan.ep > 1)
         case = _replace(case, skip_reason=reason, scheme=spec.scheme, vllm_default=match)
@@ -188,7 +194,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
             for dtype in dtypes:
                 if dtype != "bf16" and kept_in_bf16(entry.name):
                     continue
-                for spec in bk.specs_for("gemm", dtype):
+                for spec in bk.specs_for("gemm", dtype, caps):
                     if wanted is not None and spec.backend not in wanted:
                         continue
                     case_id = _case_id("gemm", entry.name, m, dtype, spec.backend, spec.variant)
@@ -206,7 +212,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
         activation = _canonical_activation(entry.activation)
         for m in ms:
             for dtype in dtypes:
-                for spec in bk.specs_for("moe", dtype):
+                for spec in bk.specs_for("moe", dtype, caps):
                     if wanted is not None and spec.backend not in wanted:
                         continue
                     case_id = _case_id("moe", entry.name, m, dtype, spec.backend, spec.variant)

@@ -13,7 +13,9 @@ import math
 import os
 from dataclasses import dataclass
 
+from ..cases.backends import backend_names
 from ..cases.build import check_filters
+from ..cases.capabilities import HAND, load_capabilities
 from ..cases.schema import DTYPES
 from ..errors import UsageError
 from ..files import path_arg
@@ -157,7 +159,10 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
                              "--resume to start a new run, or give the workdir of the interrupted run")
     check_settings(args)
     backends = args.backends or None
-    check_filters(getattr(args, "ms", None) or DEFAULT_MS, args.dtypes, backends)
+    caps = HAND
+    if backends and any(b not in backend_names() for b in backends):
+        caps = load_capabilities(args.flashinfer_repo)  # maybe a backend the installed FlashInfer adds
+    check_filters(getattr(args, "ms", None) or DEFAULT_MS, args.dtypes, backends, caps)
     torch_only = bool(backends) and all(b == "torch" for b in backends)
     if not args.dry_run and not torch_only:
         if not args.flashinfer_repo:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, TextIO
 
 from .. import __version__
 from ..cases import build as case_building
+from ..cases.capabilities import HAND, Capabilities, load_capabilities
 from ..cases.schema import Case
 from ..errors import UsageError, cli_main
 from ..files import disk_full_as_usage_error, write_json_atomic, write_text_atomic
@@ -73,18 +74,24 @@ TIMING_NOTE = (
 )
 
 
+#: What the installed FlashInfer says about its backends, given the --flashinfer_repo
+#: (`cases.capabilities.load_capabilities`; tests stand in a table of their own).
+CapabilityProbe = Callable[[str | None], Capabilities]
+
+
 def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: Iterable[str] | None,
-               compute_capability: tuple[int, int] | None) -> list[Case]:
+               compute_capability: tuple[int, int] | None, caps: Capabilities = HAND) -> list[Case]:
     """The plan's cases under these filters (build_cases, which also refuses duplicate case ids);
     a --backends value that matches no case is a UsageError naming the backends there are."""
     ms = list(ms)
     built = case_building.build_cases(plan, ms, list(dtypes), list(backends) if backends else None,
-                                      compute_capability)
+                                      compute_capability, caps)
     if backends:
         seen = {c.backend for c in built}
         for b in backends:
             if b not in seen:
-                everything = case_building.build_cases(plan, ms, list(dtypes), None, compute_capability)
+                everything = case_building.build_cases(plan, ms, list(dtypes), None, compute_capability,
+                                                       caps)
                 known = " ".join(sorted({c.backend for c in everything})) or "(none)"
                 raise UsageError("--backends", b, f"matches no case of this plan and these --dtypes; "
                                  f"choose from: {known}")
@@ -259,9 +266,10 @@ def _environment(probe: EnvironmentProbe, flashinfer_repo: str | None) -> dict[s
         return {"warnings": [f"environment.collect failed: {type(e).__name__}: {e}"]}
 
 
-def _notes() -> dict[str, Any]:
+def _notes(caps: Capabilities) -> dict[str, Any]:
     return {"timing": TIMING_NOTE, "quant_timing": QUANT_TIMING_NOTE,
-            "downloads": no_download_note(os.environ)}
+            "downloads": no_download_note(os.environ),
+            "capabilities": f"backend support per GPU from {caps.origin}"}
 
 
 def exit_code(rows: Iterable[Row]) -> int:
@@ -273,7 +281,7 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
              flashinfer_repo: str | None, gpu: Gpu | None, *,
              resume: bool = False, command: list[str] | None = None,
              progress: TextIO | None = None, environment: EnvironmentProbe,
-             report: ReportWriter | None = None) -> int:
+             report: ReportWriter | None = None, caps: Capabilities = HAND) -> int:
     """Run `cases` into `workdir` (which check_workdir accepted); write every output; exit code."""
     progress = progress if progress is not None else sys.stderr
     os.makedirs(workdir, exist_ok=True)
@@ -282,8 +290,6 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         print(f"resume: kept {len(kept)} of {n_prev} earlier rows; "
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
     write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
-    if any(c.driver_args and not c.skip_reason for c in cases):
-        print(no_download_note(os.environ), file=progress)
     header = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "tool": {"name": "benchmark-model-kernels", "version": __version__},
@@ -292,12 +298,15 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         "environment": _environment(environment, flashinfer_repo),
         "settings": asdict(settings),
         "plan": plan.to_dict() if plan is not None else None,
-        "notes": _notes(),
+        "notes": _notes(caps),
     }
     if resume and kept:
         header["notes"]["resumed"] = f"{len(kept)} rows kept from the previous run (results.prev.json)"
     runner = Runner(cases, settings, workdir, flashinfer_repo, header, gpu, kept, progress)
     runner.save()
+    if any(c.driver_args and not c.skip_reason for c in cases):
+        print(no_download_note(os.environ), file=progress)
+        print(header["notes"]["capabilities"], file=progress)
     with stop_signals_raise():  # SIGTERM and SIGHUP end the run as Ctrl-C does
         try:
             rows = runner.run()
@@ -352,11 +361,15 @@ def run_from_args(args: argparse.Namespace, plan: Plan, *, environment: Environm
 
 
 def run_from_request(request: RunRequest, plan: Plan, *, environment: EnvironmentProbe,
-                report: ReportWriter | None = None) -> int:
+                     report: ReportWriter | None = None,
+                     capabilities: CapabilityProbe = load_capabilities) -> int:
     """Plan the cases of `request` (raises UsageError when there are none), create its workdir, and
-    dry-run or run them; returns the exit code."""
+    dry-run or run them; returns the exit code. Backend support per GPU comes from the installed
+    FlashInfer where it answers (`capabilities`), else from the hand table; the output says which."""
     gpu = request.gpu
-    cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None)
+    caps = capabilities(request.flashinfer_repo)
+    cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
+                       caps)
     if not cases:
         raise UsageError("--dtypes", " ".join(request.dtypes), "no cases to run for this plan; "
                          "widen --dtypes/--backends")
@@ -367,12 +380,14 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
     with disk_full_as_usage_error("--workdir", request.workdir, rerun), workdir_lock(request.workdir):
         check_workdir(request.workdir, request.resume)  # again: a run may have finished meanwhile
         if request.dry_run:
+            print(f"backend support per GPU from {caps.origin}")
             return dry_run(cases, request.settings, request.workdir, gpu=gpu)
         return run_plan(plan, cases, request.settings, request.workdir, request.flashinfer_repo, gpu,
-                        resume=request.resume, environment=environment, report=report)
+                        resume=request.resume, environment=environment, report=report, caps=caps)
 
 
 __all__ = [
+    "CapabilityProbe",
     "EnvironmentProbe",
     "ReportWriter",
     "Runner",

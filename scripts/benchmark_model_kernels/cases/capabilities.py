@@ -1,0 +1,145 @@
+"""Which backend runs on which GPU, as the installed FlashInfer says it at run time.
+
+`Capabilities` holds FlashInfer's own answers (pure data, so a test can stand one in): for each
+(routine, backend) the compute capabilities it admits, per source:
+  - the library's support checks: `flashinfer.<routine>.is_backend_supported(backend, cc)` of the
+    `@backend_requirement` GEMM APIs (mm_bf16, bmm_fp8, mm_fp4, gemm_fp8_nt_groupwise, and mm_fp8
+    from 0.7), over every backend name the driver's `--backends` accepts;
+  - the driver's own table, `routine_cc_to_supported_backends` in the checkout's
+    benchmarks/routines/flashinfer_benchmark_utils.py, which the driver filters with before it
+    launches (the MoE routines, gemm_fp8_nt_groupwise).
+`capability_probe.py` gathers them in a child process (importing FlashInfer creates no CUDA context
+in the run's own process, and a broken install only costs the probe). `backends.capability_reason`
+asks these answers first; the hand table in `backends.py` answers only what FlashInfer does not
+(torch and Triton rows, mm_fp8 before 0.7, measured toolchain limits), and without FlashInfer
+(a CPU preview) everything, with `origin` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Compute capabilities the probe asks about (FlashInfer's driver table keys and every family its
+#: support checks name); a GPU outside them gets no verdict from FlashInfer.
+PROBED_CCS: tuple[tuple[int, int], ...] = (
+    (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (10, 7), (11, 0), (12, 0),
+    (12, 1))
+
+#: Where the hand table's answers come from, for the rows and the run's notes.
+HAND_ORIGIN = "the hand table in cases/backends.py (FlashInfer v0.6.17 source, cited per row)"
+
+#: The folder holding this package, for the child's PYTHONPATH.
+SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: Seconds the probe may take (importing torch and FlashInfer: about 3 s on a CPU).
+PROBE_TIMEOUT_S = 180
+
+
+@dataclass(frozen=True)
+class Support:
+    """One FlashInfer answer: the GPUs one source admits for one (routine, backend)."""
+
+    routine: str
+    backend: str
+    ccs: tuple[tuple[int, int], ...]
+    """Compute capabilities it admits, among `probed`."""
+    probed: tuple[tuple[int, int], ...]
+    """Compute capabilities this source was asked about (no verdict outside them)."""
+    source: str
+    """The check that answered, e.g. "flashinfer 0.6.18.post1: mm_bf16.is_backend_supported"."""
+    via: str = "library"
+    """"library" (a support check of the API) or "driver" (the driver's routine table)."""
+
+    def refuses(self, cc: tuple[int, int]) -> bool:
+        return tuple(cc) in self.probed and tuple(cc) not in self.ccs
+
+    def cc_text(self) -> str:
+        return "sm_" + "/".join(f"{a}{b}" for a, b in self.ccs) if self.ccs else "no GPU"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """FlashInfer's answers (empty: the hand table answers everything) and where they came from."""
+
+    origin: str = HAND_ORIGIN
+    """One line: which FlashInfer answered, or why the hand table does."""
+    supports: tuple[Support, ...] = ()
+    flashinfer: str = ""
+    """The FlashInfer wheel version that answered ("" for the hand table)."""
+    jit_cache: str = ""
+    """The flashinfer-jit-cache version installed beside it ("" when none)."""
+    routines: tuple[str, ...] = field(default=())
+    """Routines FlashInfer answered for (a backend it lists there joins the plan)."""
+
+    def facts(self, routine: str, backend: str) -> tuple[Support, ...]:
+        return tuple(s for s in self.supports if (s.routine, s.backend) == (routine, backend))
+
+    def driver_table(self, routine: str) -> tuple[Support, ...]:
+        """The driver table's rows for `routine` (empty when the table does not list it)."""
+        return tuple(s for s in self.supports if s.routine == routine and s.via == "driver")
+
+    def backends_of(self, routine: str) -> tuple[str, ...]:
+        """Backends FlashInfer knows for `routine`, in the order it listed them."""
+        return tuple(dict.fromkeys(s.backend for s in self.supports if s.routine == routine))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"origin": self.origin, "flashinfer": self.flashinfer, "jit_cache": self.jit_cache,
+                "routines": list(self.routines),
+                "supports": [{"routine": s.routine, "backend": s.backend,
+                              "ccs": [f"{a}.{b}" for a, b in s.ccs],
+                              "probed": [f"{a}.{b}" for a, b in s.probed], "source": s.source,
+                              "via": s.via}
+                             for s in self.supports]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Capabilities":
+        def ccs(values: list[str]) -> tuple[tuple[int, int], ...]:
+            return tuple((int(v.split(".")[0]), int(v.split(".")[1])) for v in values)
+
+        return cls(origin=d["origin"], flashinfer=d.get("flashinfer") or "",
+                   jit_cache=d.get("jit_cache") or "", routines=tuple(d.get("routines") or ()),
+                   supports=tuple(Support(s["routine"], s["backend"], ccs(s["ccs"]),
+                                          ccs(s["probed"]), s["source"], s.get("via", "library"))
+                                  for s in d.get("supports") or ()))
+
+
+#: No FlashInfer answers: every verdict from the hand table.
+HAND = Capabilities()
+
+
+def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,
+                      timeout_s: float = PROBE_TIMEOUT_S) -> Capabilities:
+    """FlashInfer's answers from a child process (`capability_probe.py`), with the checkout's
+    driver table when `flashinfer_repo` has benchmarks/; the hand table, with the reason in
+    `origin`, when FlashInfer cannot be imported here. Never raises."""
+    cmd = [python, "-m", "benchmark_model_kernels.cases.capability_probe"]
+    bench = os.path.join(os.path.abspath(os.path.expanduser(flashinfer_repo)), "benchmarks") \
+        if flashinfer_repo else ""
+    if bench and os.path.isfile(os.path.join(bench, "flashinfer_benchmark.py")):
+        cmd += ["--benchmarks_dir", bench]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("FLASHINFER_NO_DOWNLOAD", "1")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
+                             cwd=bench or None)
+    except (OSError, subprocess.SubprocessError) as e:
+        return Capabilities(origin=f"{HAND_ORIGIN}; the FlashInfer probe did not run: "
+                                   f"{type(e).__name__}: {e}")
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    try:
+        answer = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        answer = {}
+    if answer.get("error") or not answer.get("origin"):
+        why = answer.get("error") or (out.stderr.strip().splitlines() or ["no answer"])[-1]
+        return Capabilities(origin=f"{HAND_ORIGIN}; FlashInfer not importable here ({why})")
+    return Capabilities.from_dict(answer)
+
+
+__all__ = ["Capabilities", "HAND", "HAND_ORIGIN", "PROBED_CCS", "Support", "load_capabilities"]
