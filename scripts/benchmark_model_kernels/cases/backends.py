@@ -62,7 +62,8 @@ _MOE_CUTLASS = ((10, 0), (10, 3), (10, 7), (12, 0), (12, 1))
 #: FP8 MoE: the library has an SM90 build, which is about 182 CUTLASS compile units (28 done after
 #: 500 s with 16 jobs on the H200), so it needs the prebuilt flashinfer-jit-cache or a JIT build
 #: of about an hour; this tool never starts that build.
-_MOE_CUTLASS_SM90 = ("the driver's table gives cutlass_fused_moe no backend below sm_100; on sm_90 the library's SM90 CUTLASS fused MoE (vLLM's kernel for static "
+_MOE_CUTLASS_SM90 = ("the driver's table gives cutlass_fused_moe no backend below sm_100; "
+                     "on sm_90 the library's SM90 CUTLASS fused MoE (vLLM's kernel for static "
                      "per-tensor FP8 MoE on Hopper) needs the prebuilt flashinfer-jit-cache of the "
                      "wheel's release or a JIT build of about an hour, which this tool never starts")
 

@@ -101,7 +101,8 @@ def probe(benchmarks_dir: str) -> dict[str, Any]:
                                         f"driver table routine_cc_to_supported_backends"
                                         f"[{routine!r}] ({_DRIVER_UTILS}, checkout {checkout})",
                                         "driver"))
-    from importlib.metadata import PackageNotFoundError, version as dist_version
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
 
     try:
         jit_cache = dist_version("flashinfer-jit-cache")

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from .. import __version__ as TOOL_VERSION
-from .gpu import cuda_stack, gpu_info, nvcc_info, probe_timer, sm_count_from_driver
 from ..run.pool import no_download_state
+from .gpu import cuda_stack, gpu_info, nvcc_info, probe_timer, sm_count_from_driver
 from .versions import (
     commits_match,
     cupti_fix_command,
@@ -91,6 +91,12 @@ def version_warnings(v: dict[str, Any], flashinfer_repo: str | None) -> list[str
     return out
 
 
+def _no_download_record() -> dict[str, Any]:
+    """What FLASHINFER_NO_DOWNLOAD the run's worker gets, and whether that is this tool's default."""
+    value, defaulted = no_download_state(os.environ)
+    return {"value": value, "defaulted": defaulted}
+
+
 def collect(flashinfer_repo: str | None = None, gpu_index: int = 0, probe: bool = False
             ) -> dict[str, Any]:
     """The environment record for results.json["environment"]; never raises.
@@ -110,7 +116,7 @@ def collect(flashinfer_repo: str | None = None, gpu_index: int = 0, probe: bool 
             "versions": v,
             "nvcc": nvcc_info(),
             "env": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
-            "no_download": dict(zip(("value", "defaulted"), no_download_state(os.environ))),
+            "no_download": _no_download_record(),
             "platform": {"python_executable": sys.executable, "machine": platform.machine()},
             "warnings": version_warnings(v, flashinfer_repo),
         }
