@@ -52,6 +52,26 @@ def test_preview_and_plan_json(tmp_path, capsys):
     assert set(json.loads(out_json.read_text())) >= {"model", "tp", "ep", "gemms", "moe", "unsupported"}
 
 
+def test_preview_counts_what_the_target_gpu_runs_and_the_weights_per_rank(capsys, monkeypatch):
+    """--print_only --assume_cc 9.0: per recipe, the cells an H200 runs and those it will not,
+    NVFP4 named as getting no number; the weight memory of one rank per recipe."""
+    from benchmark_model_kernels.cases.capabilities import HAND
+
+    monkeypatch.setattr(cli_model, "load_capabilities", lambda repo: HAND)
+    rc, out, err = run(["llama-3.1-8b", "--tp", "1", "--ms", "8", "--print_only", "--assume_cc",
+                        "9.0"], capsys)
+    assert rc == 0, err
+    assert "# weights per rank" in out and "bf16 14.0 GiB" in out
+    summary = out.split("# on sm_90 (--assume_cc): ", 1)[1]
+    assert "backend support per GPU" not in summary and HAND.origin in summary
+    nvfp4 = next(ln for ln in summary.splitlines() if ln.startswith("#   nvfp4:"))
+    assert nvfp4.startswith("#   nvfp4: 0 of ") and "no number on this GPU" in nvfp4
+    bf16 = next(ln for ln in summary.splitlines() if ln.startswith("#   bf16:"))
+    assert "no number" not in bf16 and " unsupported" in bf16
+    rc, out, _ = run(["llama-3.1-8b", "--tp", "1", "--print_only"], capsys)
+    assert rc == 0 and "# on sm_" not in out  # no target GPU given: no count
+
+
 def test_plan_json_replaces_an_existing_file_only_with_force_and_only_its_path(tmp_path, capsys):
     target = tmp_path / "plan.json"
     target.write_text("old")

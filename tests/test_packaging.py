@@ -282,3 +282,23 @@ def test_readme_skill_and_extras_name_the_one_flashinfer_pair():
         assert version in spec and versions.supported_line(version), version
     for version in ("0.6.16.post4", "0.8.0"):
         assert version not in spec and versions.supported_line(version) is None, version
+
+
+# ---------------------------------------------------------------- long references have a TOC
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if d.startswith("references")])
+def test_every_reference_over_100_lines_opens_with_a_table_of_contents(doc):
+    text = read(doc)
+    if len(text.splitlines()) <= 100:
+        return
+    assert "\n## Contents\n" in text, f"{doc} has no '## Contents'"
+    toc = text.split("\n## Contents\n", 1)[1].split("\n## ", 1)[0]
+    linked = re.findall(r"\]\(#([^)]+)\)", toc)
+    headings = [h for h in re.findall(r"^## (.+)$", text, re.M) if h != "Contents"]
+    assert linked == [_anchor(h) for h in headings], f"{doc}: the contents list and the headings differ"

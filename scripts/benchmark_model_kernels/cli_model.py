@@ -10,6 +10,10 @@ import gc
 import os
 import sys
 
+from .cases.build import build_cases
+from .cases.capabilities import Capabilities, load_capabilities
+from .cases.schema import DTYPES
+from .cases.weights import weight_memory_line
 from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
 from .files import (
@@ -244,6 +248,24 @@ def _main(argv: list[str]) -> int:
     return rc
 
 
+def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities) -> str:
+    """For the preview: per recipe, how many cells (case rows) the GPU of capability `cc` can run
+    and how many are unsupported there, and the recipes that get no number at all."""
+    cases = build_cases(plan, list(ms), DTYPES, None, cc, caps)
+    lines = [f"# on sm_{cc[0]}{cc[1]} (--assume_cc): cells per recipe, backend support from "
+             f"{caps.origin}"]
+    for dtype in DTYPES:
+        mine = [c for c in cases if c.dtype == dtype]
+        if not mine:
+            continue
+        skipped = [c for c in mine if c.skip_reason]
+        line = f"#   {dtype}: {len(mine) - len(skipped)} of {len(mine)} cells run, {len(skipped)} unsupported"
+        if len(skipped) == len(mine):
+            line += f": no number on this GPU (e.g. {skipped[0].skip_reason})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
@@ -257,6 +279,10 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     finally:
         gc.enable()
     sys.stdout.write(preview.format_plan(plan))
+    print(weight_memory_line(plan))
+    if args.print_only and getattr(args, "assume_cc", None):
+        print(target_gpu_summary(plan, flags.parse_cc(args.assume_cc), args.ms,
+                                 load_capabilities(args.flashinfer_repo)))
     sys.stdout.flush()
     if args.plan_json:
         write_plan_json(plan, args.plan_json)

@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from ..cases.backends import backend_names
+from ..cases.backends import TORCH, TRITON, backend_names
 from ..cases.build import check_filters
 from ..cases.capabilities import HAND, load_capabilities
 from ..cases.schema import DTYPES
@@ -104,7 +104,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
     g.add_argument(
         "--assume_cc", metavar="MAJOR.MINOR", default=None,
         help="With --dry_run on a machine without that GPU: mark cases unsupported as on a GPU of "
-        "this compute capability, e.g. --assume_cc 9.0 (H100/H200) or --assume_cc 10.0 (B200).")
+        "this compute capability, e.g. --assume_cc 9.0 (H100/H200) or --assume_cc 10.0 (B200). "
+        "With --print_only the preview also counts, per recipe, the cells that GPU can run.")
     g.add_argument(
         "--resume", action="store_true",
         help="Continue in an existing --workdir: keep its ok/unsupported rows, run the missing "
@@ -163,11 +164,12 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     if backends and any(b not in backend_names() for b in backends):
         caps = load_capabilities(args.flashinfer_repo)  # maybe a backend the installed FlashInfer adds
     check_filters(getattr(args, "ms", None) or DEFAULT_MS, args.dtypes, backends, caps)
-    torch_only = bool(backends) and all(b == "torch" for b in backends)
-    if not args.dry_run and not torch_only:
+    # torch and triton rows time this tool's own code: only driver rows need the checkout.
+    library_only = bool(backends) and all(b in (TORCH, TRITON) for b in backends)
+    if not args.dry_run and not library_only:
         if not args.flashinfer_repo:
             raise UsageError("--flashinfer_repo", None, "is required to run driver cases; pass a "
-                             "FlashInfer checkout, or --backends torch, or --dry_run")
+                             "FlashInfer checkout, or --backends torch triton, or --dry_run")
         if not has_driver(args.flashinfer_repo):
             raise UsageError("--flashinfer_repo", args.flashinfer_repo,
                              "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
