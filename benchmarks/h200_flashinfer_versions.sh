@@ -47,8 +47,8 @@ v0.6.18)
   source .fi618/setup.sh || { say "bundle .fi618 missing: carry it"; exit 1; }
   repo=.fi618/flashinfer
   say "checkout: $(cat $repo/version.txt) at $(cat $repo/COMMIT)"
-  step doctor 90 python scripts/check_env.py --flashinfer_repo "$repo"
-  step sweep 400 python scripts/benchmark_model.py llama-3.1-8b --tp 1 --flashinfer_repo "$repo" \
+  step doctor 90 python3 scripts/check_env.py --flashinfer_repo "$repo"
+  step sweep 400 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --flashinfer_repo "$repo" \
     --workdir "$work/llama-3.1-8b_tp1" --ms 1 8 64 512
   [ -f "$work/llama-3.1-8b_tp1/results.json" ] && python3 - "$work/llama-3.1-8b_tp1/results.json" <<'EOF' | tee -a "$summary"
 import collections, json, sys
@@ -72,12 +72,12 @@ EOF
 v0.7)
   # shellcheck disable=SC1091
   source .fi07/setup.sh || { say "bundle .fi07 missing: carry it"; exit 1; }
-  step doctor 90 python scripts/check_env.py
+  step doctor 90 python3 scripts/check_env.py
   step capabilities 60 env PYTHONPATH="scripts:$PYTHONPATH" \
-    python -m benchmark_model_kernels.cases.capability_probe
-  step dry_run_sm90 60 python scripts/benchmark_model.py llama-3.1-8b --tp 1 --dry_run \
+    python3 -m benchmark_model_kernels.cases.capability_probe
+  step dry_run_sm90 60 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --dry_run \
     --assume_cc 9.0 --workdir "$work/llama-3.1-8b_tp1_dry"
-  step library_rows 300 python scripts/benchmark_model.py llama-3.1-8b --tp 1 \
+  step library_rows 300 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 \
     --backends torch triton --dtypes bf16 fp8 --workdir "$work/llama-3.1-8b_tp1_library" \
     --ms 1 8 64 512
   [ -f "$work/llama-3.1-8b_tp1_library/results.json" ] && python3 -c "

@@ -45,7 +45,8 @@ bundle() {  # bundle DIR WHEEL_VERSION SITE_NAME [paths to strip under flashinfe
     for w in "$tmp"/whl/*.whl; do unzip -q -o "$w" -d "$tmp/fisite"; done
     rm -rf "$tmp"/fisite/*.data
     for strip in "$@"; do rm -rf "$tmp/fisite/flashinfer/"$strip; done
-    tar -C "$tmp" -cf - fisite | xz -9 -T0 > "$root/$dir/fisite.tar.xz"
+    tar -C "$tmp" -cf - fisite | xz -9 -T0 > "$root/$dir/fisite.tar.xz.part"
+    mv "$root/$dir/fisite.tar.xz.part" "$root/$dir/fisite.tar.xz"
   fi
   cat > "$root/$dir/setup.sh" <<EOF
 # Source at the start of a command on the GPU machine: source $dir/setup.sh && ...

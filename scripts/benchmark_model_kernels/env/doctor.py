@@ -16,7 +16,8 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ..cases.backends import BACKEND_NAMES, BACKENDS, capability_reason
+from ..cases.backends import BACKEND_NAMES, BACKENDS, backend_names, capability_reason
+from ..cases.capabilities import load_capabilities
 from ..errors import OneLineArgumentParser, UsageError, cli_main
 from ..files import path_arg
 from ..run.pool import no_download_state
@@ -563,9 +564,12 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.gpu < 0:
         raise UsageError("--gpu", args.gpu, "must be a CUDA device index >= 0, e.g. --gpu 0")
+    names = BACKEND_NAMES
+    if any(b not in names for b in args.backends):  # maybe one the installed FlashInfer adds
+        names = backend_names(load_capabilities(args.flashinfer_repo))
     for backend in args.backends:
-        if backend not in BACKEND_NAMES:
-            raise UsageError("--backends", backend, f"choose from {', '.join(BACKEND_NAMES)}")
+        if backend not in names:
+            raise UsageError("--backends", backend, f"choose from {', '.join(names)}")
     try:
         probes = gather(args.flashinfer_repo, args.gpu)
         checks = run_checks(probes, args.backends)
