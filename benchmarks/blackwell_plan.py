@@ -5,7 +5,8 @@ FlashInfer release says about its backends, and checked by that release's own dr
         --release v0.6.17=SITE_0617:CHECKOUT_0617 --release v0.6.18=SITE_0618:CHECKOUT_0618
 
 SITE is a folder the release's wheel (and its dependencies) is installed into (pip install
---target), CHECKOUT a folder holding that release's benchmarks/. Per release it writes, under
+--target), CHECKOUT a folder holding that release's benchmarks/ (empty for a release without a
+driver: the plan is written, the parser check says why it is missing). Per release it writes, under
 OUT/<release>/: capabilities.json (the FlashInfer answers the plan used: `capability_probe.py`
 run in a child with SITE on PYTHONPATH), <model>.testlist.txt (the `--dry_run --assume_cc 10.0`
 test list; the workdir path reads WORKDIR) and parser_check.json (every line through the
@@ -116,10 +117,17 @@ def main(argv: list[str] | None = None) -> int:
             with open(path, "w") as f:
                 f.write(plan_testlist(model, tp, ep, caps))
             files.append(os.path.abspath(path))
-        check = parser_check(site, checkout, files)
+        check = parser_check(site, checkout, files) if checkout else {
+            "flashinfer": caps.flashinfer, "driver": None,
+            "why": "no driver: this release's wheels and sdist ship no benchmarks/ and no tag of it "
+                   "is in the FlashInfer mirror the plan was made from",
+            "files": {os.path.basename(f): None for f in files}}
         with open(os.path.join(folder, "parser_check.json"), "w") as f:
             json.dump(check, f, indent=1)
             f.write("\n")
+        if not checkout:
+            print(f"{tag} (flashinfer {caps.flashinfer}): planned; no driver parser to run")
+            continue
         summary[tag] = {name: (v["runnable"], v["skipped"], len(v["rejected"]))
                         for name, v in check["files"].items()}
         print(f"{tag} (flashinfer {check['flashinfer']}): " + "; ".join(

@@ -122,3 +122,16 @@ def test_the_installed_flashinfer_answers():
     assert caps.flashinfer and caps.origin.startswith(f"flashinfer {caps.flashinfer}")
     cudnn = caps.facts("mm_bf16", "cudnn")
     assert cudnn and SM90 in cudnn[0].ccs  # cuDNN BF16 GEMM runs on Hopper in every release
+
+
+def test_an_added_backend_another_routine_has_gets_the_routine_in_its_id():
+    """0.7's mm_fp8 gains cudnn and cublas, which bmm_fp8 already has: the added rows keep
+    unique case ids and the routine's FP8 scheme and activation quantization."""
+    caps = Capabilities(supports=(Support("mm_fp8", "cudnn", (SM90,), PROBED_CCS,
+                                          "flashinfer 0.7.4: mm_fp8.is_backend_supported"),))
+    cases = by_id(build_cases(plan(), [8], ["fp8"], compute_capability=SM90, caps=caps))
+    added = cases["gemm.qkv_proj.m8.fp8.cudnn.mm_fp8"]
+    assert added.routine == "mm_fp8" and added.skip_reason == "" and added.scheme == "per_tensor"
+    assert cases["gemm.qkv_proj.m8.fp8.cudnn.mm_fp8.q"].with_quant
+    assert bk.activation_quant(added) == "fp8_per_tensor_static"
+    assert cases["gemm.qkv_proj.m8.fp8.cudnn"].routine == "bmm_fp8"

@@ -231,25 +231,43 @@ TRTLLM_MOE_ACTIVATIONS = ("Swiglu", "Geglu", "Situ")
 TRTLLM_MOE_ELTWISE_ACTIVATIONS = ("Relu2", "Identity")
 
 
+def _routine_lead(kind: str, dtype: str, routine: str) -> BackendSpec | None:
+    """The first table row of a GEMM driver routine in one recipe: what a backend FlashInfer adds
+    to that routine inherits (its variant and activation format)."""
+    return next((s for s in BACKENDS if (s.kind, s.dtype, s.routine) == (kind, dtype, routine)
+                 and s.driver and kind == "gemm"), None)
+
+
+def _added_variant(lead: BackendSpec, routine: str, clash: bool) -> str:
+    """An added row's variant: the routine's, or, where another routine of the recipe already has
+    a row of that backend and variant (0.7's mm_fp8 cudnn beside bmm_fp8 cudnn), the routine name
+    joined to it, so case ids stay unique."""
+    if not clash:
+        return lead.variant
+    return f"{lead.variant}-{routine}" if lead.variant else routine
+
+
 def specs_for(kind: str, dtype: str, caps: Capabilities = HAND) -> tuple[BackendSpec, ...]:
     """Rows of BACKENDS for one (kind, recipe), in table order, then one row per backend the
     installed FlashInfer lists for a GEMM routine of those rows that the table lacks (its GPUs and
     source from FlashInfer, its variant and activation format from the routine's first row; the
     driver argv of a GEMM routine names its backend, so it runs as is). MoE routines name no
     backend in their argv, so a new MoE backend needs a routine of its own here."""
-    hand = tuple(s for s in BACKENDS if s.kind == kind and s.dtype == dtype)
-    extra: list[BackendSpec] = []
-    for routine in dict.fromkeys(s.routine for s in hand if s.driver and s.kind == "gemm"):
-        first = next(s for s in hand if s.routine == routine)
-        known = {s.backend for s in hand if s.routine == routine}
+    rows = [s for s in BACKENDS if s.kind == kind and s.dtype == dtype]
+    for routine in dict.fromkeys(s.routine for s in rows if s.driver and s.kind == "gemm"):
+        lead = _routine_lead(kind, dtype, routine)
+        assert lead is not None
+        known = {s.backend for s in rows if s.routine == routine}
         for backend in caps.backends_of(routine):
             if backend in known or backend in ("auto", TORCH, TRITON):
                 continue
             facts = caps.facts(routine, backend)
-            extra.append(BackendSpec(kind, dtype, routine, backend, first.variant,
-                                     ccs=tuple(sorted(set.intersection(*(set(f.ccs) for f in facts)))),
-                                     source=facts[0].source, quant=first.quant))
-    return hand + tuple(extra)
+            clash = any((s.backend, s.variant) == (backend, lead.variant) for s in rows)
+            rows.append(BackendSpec(kind, dtype, routine, backend,
+                                    _added_variant(lead, routine, clash),
+                                    ccs=tuple(sorted(set.intersection(*(set(f.ccs) for f in facts)))),
+                                    source=facts[0].source, quant=lead.quant))
+    return tuple(rows)
 
 
 def backend_names(caps: Capabilities = HAND) -> tuple[str, ...]:
@@ -260,11 +278,18 @@ def backend_names(caps: Capabilities = HAND) -> tuple[str, ...]:
 
 
 def find_spec(kind: str, dtype: str, routine: str, backend: str, variant: str) -> BackendSpec | None:
-    """The BACKENDS row of one case or results row (None for a row this table no longer has)."""
+    """The BACKENDS row of one case or results row; for a backend FlashInfer added to a GEMM
+    routine (`specs_for`), the row it was made from, with its own backend and variant; None for
+    a row this table no longer has."""
     for spec in BACKENDS:
         if (spec.kind, spec.dtype, spec.routine, spec.backend, spec.variant) == (
                 kind, dtype, routine, backend, variant):
             return spec
+    lead = _routine_lead(kind, dtype, routine)
+    if lead is not None and variant in (_added_variant(lead, routine, False),
+                                        _added_variant(lead, routine, True)):
+        return BackendSpec(kind, dtype, routine, backend, variant, quant=lead.quant,
+                           source="added by the installed FlashInfer")
     return None
 
 
