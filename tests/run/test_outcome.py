@@ -384,3 +384,28 @@ def test_row_from_case_carries_logical_and_physical_shapes():
     m = row_from_case(moe_case(), Outcome("failed", "x"), quant_us=1.5)
     assert (m.intermediate, m.top_k, m.routing_method, m.activation) == (768, 8, "renormalize", "Swiglu")
     assert m.status == "failed" and m.reason == "x" and m.median_us is None and m.quant_us == 1.5
+
+
+#: Driver checkouts this repository's bundles carry (benchmarks/make_flashinfer_bundles.sh,
+#: ../shared/device/make_bundle.sh), by release; absent ones skip.
+BUNDLED_DRIVERS = {"v0.6.17": ".devbundle/flashinfer", "v0.6.18": ".fi618/flashinfer"}
+#: The driver's own words the classification above keys on (module docstring of outcome.py).
+DRIVER_PHRASES = ("[ERROR] No backends passed validation. Exiting.", "No backends to test",
+                  "backend does not support this configuration: ",
+                  "is not supported on compute capability", "[ERROR] Error: ",
+                  "does not support autotune", '"median_time"', '"std_time"')
+
+
+@pytest.mark.parametrize("release", sorted(BUNDLED_DRIVERS))
+def test_every_bundled_driver_still_prints_what_the_parser_reads(release):
+    root = os.path.join(os.path.dirname(FIXTURES), "..", "..", BUNDLED_DRIVERS[release], "benchmarks")
+    if not os.path.isdir(root):
+        pytest.skip(f"{BUNDLED_DRIVERS[release]} not built here")
+    source = ""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), errors="replace") as f:
+                    source += f.read()
+    missing = [p for p in DRIVER_PHRASES if p not in source]
+    assert not missing, f"{release} driver no longer prints {missing}"
