@@ -8,7 +8,7 @@ import os
 
 from benchmark_model_kernels.run.argv import driver_argv
 from benchmark_model_kernels.run.outcome import read_driver_csv
-from benchmark_model_kernels.run.pool import SCRIPTS_DIR, WorkerPool
+from benchmark_model_kernels.run.pool import SCRIPTS_DIR, WorkerPool, no_download_note, no_download_state
 from benchmark_model_kernels.run.results import RunSettings
 from helpers_processes import children_of, requires_proc, wait_gone
 from helpers_runner import CUPTI_FALLBACK, FAKE_REPO, HANG, SEGFAULT, gemm_case
@@ -55,8 +55,15 @@ def test_worker_records_the_cupti_warning_in_every_case(tmp_path):
 
 def test_worker_env_disables_downloads_and_keeps_pythonpath(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", "/opt/fi-site")
+    monkeypatch.delenv("FLASHINFER_NO_DOWNLOAD", raising=False)
     env = WorkerPool(FAKE_REPO, str(tmp_path / "w.log"))._env()
-    assert env["FLASHINFER_NO_DOWNLOAD"] == "1"
+    assert env["FLASHINFER_NO_DOWNLOAD"] == "1"  # unset: the tool's default, and it says so
+    assert no_download_note(os.environ).startswith("FLASHINFER_NO_DOWNLOAD unset: set to 1")
+    for users in ("", "0", "yes"):  # the user's value is kept, empty (downloads allowed) included
+        monkeypatch.setenv("FLASHINFER_NO_DOWNLOAD", users)
+        assert WorkerPool(FAKE_REPO, str(tmp_path / "w.log"))._env()["FLASHINFER_NO_DOWNLOAD"] == users
+        assert no_download_state(os.environ) == (users, False)
+    assert "downloads missing cubins" in no_download_note({"FLASHINFER_NO_DOWNLOAD": ""})
     assert env["PYTHONPATH"].split(os.pathsep) == [SCRIPTS_DIR, "/opt/fi-site"]
     assert os.path.isfile(os.path.join(SCRIPTS_DIR, "benchmark_model_kernels", "run", "worker.py"))
 
