@@ -255,3 +255,28 @@ def test_collect_on_gpu_fills_the_gpu():
     assert gpu["compute_capability"].count(".") == 1 and gpu["sm_count"] > 0
     assert record["versions"]["driver"] and record["versions"]["cuda_runtime"]
     assert "timer_probe" in record
+
+
+@pytest.mark.parametrize("version, tag, line", [
+    ("0.6.17", "v0.6.17", "0.6.17"),
+    ("0.6.18.post1", "v0.6.18.post1", "0.6.18"),
+    ("0.6.18rc7", "v0.6.18rc7", "0.6.18"),
+    ("0.7.4+cu130", "v0.7.4", "0.7"),
+    ("0.7.0.dev20260901", None, "0.7"),
+    ("0.6.16.post4", "v0.6.16.post4", None),
+    ("0.8.0", "v0.8.0", None),
+])
+def test_release_tags_and_supported_lines(version, tag, line):
+    assert versions.release_tag(version) == tag
+    assert versions.supported_line(version) == line
+
+
+def test_companions_and_the_download_setting_are_recorded(monkeypatch):
+    monkeypatch.delenv("FLASHINFER_NO_DOWNLOAD", raising=False)
+    record = env.collect(None)
+    assert record["no_download"] == {"value": "1", "defaulted": True}
+    v = record["versions"]
+    assert {"flashinfer_cubin", "flashinfer_jit_cache", "flashinfer_checkout_tags"} <= set(v)
+    assert v["flashinfer_cubin"] == versions.dist_version("flashinfer-cubin")
+    monkeypatch.setenv("FLASHINFER_NO_DOWNLOAD", "")
+    assert env.collect(None)["no_download"] == {"value": "", "defaulted": False}
