@@ -155,18 +155,19 @@ def test_check_flashinfer_match_verdicts():
     wheel, co = H200_GREEN["wheel"], H200_GREEN["checkout"]
     other = d.check_flashinfer_match(wheel, {**co, "version": "0.6.16"})
     assert other.ok is False and "wheel 0.6.17 != checkout 0.6.16 (version.txt)" in other.detail
-    # A copied benchmarks/ folder (no .git): a fresh --depth 1 clone of the wheel's tag beside it.
-    assert other.fix.startswith("git clone --depth 1 --branch v0.6.17 "
-                                "https://github.com/flashinfer-ai/flashinfer "
-                                "/repo/.devbundle/flashinfer-v0.6.17, then pass --flashinfer_repo "
-                                "/repo/.devbundle/flashinfer-v0.6.17")
-    assert "flashinfer-python==0.6.16" in other.fix
+    # A copied benchmarks/ folder (no .git): a fresh --depth 1 clone of the wheel's tag moved
+    # into its place, the folder kept aside; the same --flashinfer_repo then passes.
+    assert other.fix == ("git clone --depth 1 --branch v0.6.17 https://github.com/flashinfer-ai/flashinfer "
+                         "/repo/.devbundle/flashinfer-v0.6.17 && mv /repo/.devbundle/flashinfer "
+                         "/repo/.devbundle/flashinfer.before-v0.6.17 && mv "
+                         "/repo/.devbundle/flashinfer-v0.6.17 /repo/.devbundle/flashinfer")
+    assert "install the checkout's release instead: pip install 'flashinfer-python==0.6.16'" in other.detail
     # A shallow clone of another tag: fetch only the wheel's tag, with --depth 1.
     shallow = d.check_flashinfer_match({"version": "0.6.18.post1", "commit": None},
                                        {**co, "version": "0.6.17", "git": True, "shallow": True,
                                         "tags": ["v0.6.17"]})
     assert shallow.ok is False and "checkout 0.6.17 (tag v0.6.17)" in shallow.detail
-    assert shallow.fix.startswith(
+    assert shallow.fix == (
         "git -C /repo/.devbundle/flashinfer fetch --depth 1 https://github.com/flashinfer-ai/flashinfer "
         "tag v0.6.18.post1 && git -C /repo/.devbundle/flashinfer checkout v0.6.18.post1")
     # The same release line (a release branch's rc against its post release) only warns.
@@ -454,15 +455,17 @@ def test_check_flashinfer_wheel_supported_lines():
     new = d.check_flashinfer_wheel({"version": "0.8.0"})
     assert new.ok is None and "0.6.17, 0.6.18.x and 0.7.x" in new.detail
     missing = d.check_flashinfer_wheel({"version": None})
-    assert missing.fix.startswith("pip install 'flashinfer-python==0.6.18.post1'")
+    assert missing.fix == "pip install 'flashinfer-python==0.6.18.post1'"
 
 
 def test_check_checkout_hint_clones_the_installed_wheels_tag():
     none = d.check_checkout({"path": None}, {"version": "0.7.4"})
-    assert none.fix.startswith("git clone --depth 1 --branch v0.7.4 "
-                               "https://github.com/flashinfer-ai/flashinfer ~/flashinfer-v0.7.4")
+    assert none.fix == "git clone --depth 1 --branch v0.7.4 https://github.com/flashinfer-ai/flashinfer ~/flashinfer"
+    assert "--flashinfer_repo ~/flashinfer" in none.detail
     default = d.check_checkout({"path": None})
     assert "--branch v0.6.18.post1" in default.fix
+    missing = d.check_checkout({"path": "/data/fi", "exists": False}, {"version": "0.6.17"})
+    assert missing.fix == "git clone --depth 1 --branch v0.6.17 https://github.com/flashinfer-ai/flashinfer /data/fi"
 
 
 B200 = {"gpu": {"compute_capability": "10.0"}}
@@ -522,10 +525,10 @@ def test_fix_line_executed_as_printed_makes_the_versions_agree(tmp_path, monkeyp
     assert before["version"] == "0.6.17" and before["shallow"] is not copied
     check = d.check_flashinfer_match(wheel, before)
     assert check.ok is False
-    command = check.fix.split(", then pass --flashinfer_repo ")[0].split(" (or install")[0]
-    subprocess.run(["bash", "-c", command], check=True, capture_output=True)
-    after_path = check.fix.split(", then pass --flashinfer_repo ")[1].split(" ")[0] if copied \
-        else str(repo)
-    after = versions.flashinfer_checkout(after_path)
+    subprocess.run(["bash", "-c", check.fix], check=True, capture_output=True)  # as printed
+    after = versions.flashinfer_checkout(str(repo))  # the same --flashinfer_repo
     assert after["version"] == "0.6.18.post1" and "v0.6.18.post1" in after["tags"]
     assert d.check_flashinfer_match(wheel, after).ok is True
+    assert d.check_checkout(after, wheel).ok is True
+    if copied:  # the folder it replaced is kept
+        assert (tmp_path / "flashinfer.before-v0.6.18.post1" / "version.txt").read_text() == "0.6.17\n"

@@ -147,9 +147,10 @@ def _pinned_install() -> str:
 def check_flashinfer_wheel(wheel: dict[str, Any]) -> Check:
     supported = versions.SUPPORTED_FLASHINFER_TEXT
     if not wheel.get("version"):
-        return Check("flashinfer_wheel", False, "flashinfer-python is not installed",
-                     f"{_pinned_install()} (the release this tool documents; it parses "
-                     f"{supported})")
+        return Check("flashinfer_wheel", False,
+                     f"flashinfer-python is not installed (the release this tool documents is "
+                     f"{versions.FLASHINFER_WHEEL}; it parses the drivers of {supported})",
+                     _pinned_install())
     commit = f" (commit {wheel['commit'][:12]})" if wheel.get("commit") else ""
     found = f"flashinfer-python {wheel['version']}{commit}"
     if versions.supported_line(wheel["version"]) is None:
@@ -162,29 +163,28 @@ def check_flashinfer_wheel(wheel: dict[str, Any]) -> Check:
     return Check("flashinfer_wheel", True, found)
 
 
-def _clone_hint(wheel: dict[str, Any]) -> str:
-    """The clone command for the installed wheel's driver (the documented pair's without one)."""
+def _clone_hint(wheel: dict[str, Any], checkout: dict[str, Any]) -> str:
+    """The clone of the installed wheel's driver (the documented release's when none is
+    installed) at the checkout's path (~/flashinfer without one)."""
     version = wheel.get("version") or versions.FLASHINFER_WHEEL
-    cmd, _ = versions.fetch_driver_command(version, wheel.get("commit"), {})
-    return cmd or (f"git clone --depth 1 --branch {versions.release_tag(versions.FLASHINFER_WHEEL)} "
-                   f"{versions.FLASHINFER_GIT_URL} ~/flashinfer (and {_pinned_install()})")
+    commit = wheel.get("commit") if wheel.get("version") else None
+    return versions.fetch_driver_command(version, commit, {"path": checkout.get("path")})
 
 
 def check_checkout(checkout: dict[str, Any], wheel: dict[str, Any] | None = None) -> Check:
-    clone = _clone_hint(wheel or {})
+    clone = _clone_hint(wheel or {}, checkout)
     if not checkout.get("path"):
         return Check("flashinfer_checkout", False,
                      "no FlashInfer checkout given (the runner drives its "
-                     "benchmarks/flashinfer_benchmark.py)",
-                     f"{clone}, then pass --flashinfer_repo with the cloned folder")
+                     "benchmarks/flashinfer_benchmark.py; clone one, then pass "
+                     "--flashinfer_repo ~/flashinfer)", clone)
     if not checkout.get("exists"):
-        return Check("flashinfer_checkout", False, f"{checkout['path']} does not exist",
-                     f"{clone}, then pass --flashinfer_repo with the cloned folder")
+        return Check("flashinfer_checkout", False, f"{checkout['path']} does not exist", clone)
     if not checkout.get("driver"):
         return Check("flashinfer_checkout", False,
                      f"{checkout['path']} has no benchmarks/flashinfer_benchmark.py",
                      "pass the root of a FlashInfer source checkout (the folder that contains "
-                     f"benchmarks/); to get one: {clone}")
+                     f"benchmarks/); to get one: {_clone_hint(wheel or {}, {})}")
     return Check("flashinfer_checkout", True, f"driver found: {checkout['driver']}")
 
 
@@ -198,16 +198,6 @@ def _checkout_label(checkout: dict[str, Any]) -> str:
     return "unknown"
 
 
-def _fetch_fix(wheel_version: str | None, wheel_commit: str | None,
-               checkout: dict[str, Any]) -> str:
-    """The command that fetches the wheel's driver, and the --flashinfer_repo to pass after it
-    when that is a new folder ("" when no tag or commit names the wheel)."""
-    cmd, path = versions.fetch_driver_command(wheel_version, wheel_commit, checkout)
-    if cmd and path != checkout.get("path"):
-        cmd += f", then pass --flashinfer_repo {versions.shell_path(path)}"
-    return cmd
-
-
 def check_flashinfer_match(wheel: dict[str, Any], checkout: dict[str, Any]) -> Check:
     """The driver in the checkout calls the installed library; from another release it may pass
     arguments the wheel does not know, or miss backends the wheel has. The fix fetches the wheel's
@@ -217,24 +207,24 @@ def check_flashinfer_match(wheel: dict[str, Any], checkout: dict[str, Any]) -> C
     wc, cc = wheel.get("commit"), checkout.get("commit")
     if not wv or not checkout.get("driver"):
         return Check("flashinfer_version_match", None, "not compared (wheel or checkout missing)")
-    fetch = _fetch_fix(wv, wc, checkout)
-    fix = fetch or f"pip install flashinfer-python=={versions.release_of(cv)}"
-    if fetch and cv:
-        fix += f" (or install the checkout's release: pip install flashinfer-python=={versions.release_of(cv)})"
+    fetch = versions.fetch_driver_command(wv, wc, checkout)
+    install = f"pip install 'flashinfer-python=={versions.release_of(cv)}'" if cv else ""
+    fix = fetch or install
     match = versions.versions_match(wv, cv)
     label = _checkout_label(checkout)
     if match is False:
         same_line = versions.base_release(wv) == versions.base_release(cv)
+        other = f"; or install the checkout's release instead: {install}" if fetch and install else ""
         return Check("flashinfer_version_match", None if same_line else False,
                      f"wheel {wv} != checkout {label} ({checkout['path']})"
-                     + ("; same release line, the driver may still differ" if same_line else ""),
-                     fix)
+                     + ("; same release line, the driver may still differ" if same_line else "")
+                     + other, fix)
     cmatch = versions.commits_match(wc, cc)
     if cmatch is False:
         return Check("flashinfer_version_match", None,
                      f"same release {versions.release_of(wv)}, but wheel commit {wc[:12]} != checkout "
                      f"commit {cc[:12]} (a development checkout?)",
-                     _fetch_fix(None, wc, checkout) or fix)
+                     versions.fetch_driver_command(None, wc, checkout) or fix)
     if match is None:
         known = f"commit {cc[:12]}, no release tag or version.txt" if cc else "no .git, no version.txt"
         return Check("flashinfer_version_match", None,

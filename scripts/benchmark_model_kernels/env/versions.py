@@ -277,35 +277,41 @@ def shell_path(path: str) -> str:
 
 
 def fetch_driver_command(wheel_version: str | None, wheel_commit: str | None,
-                         checkout: dict[str, Any]) -> tuple[str, str]:
-    """The command that puts the wheel's own benchmarks/ where the doctor and runner look.
+                         checkout: dict[str, Any]) -> str:
+    """The shell command that puts the wheel's own benchmarks/ at the checkout's path, so the
+    same --flashinfer_repo then passes the doctor.
 
     In a git checkout: fetch just that tag (or the wheel's recorded commit) and check it out,
     with --depth 1 when the clone is shallow (a `git checkout vX` of a tag the shallow clone never
-    fetched cannot work). Elsewhere (a copied benchmarks/ folder, a missing path): a fresh
-    --depth 1 clone of the tag next to it. Returns (command, the --flashinfer_repo to use after
-    it); ("", "") when neither a tag nor a commit names the wheel."""
+    fetched cannot work). A folder that is not a git checkout (a copied benchmarks/): a --depth 1
+    clone of the tag beside it, then the folder moved aside (kept as <path>.before-<tag>) and the
+    clone moved in. A path that does not exist: the clone, there. No path: ~/flashinfer.
+    "" when neither a tag nor a commit names the wheel."""
     tag = release_tag(wheel_version)
     path = checkout.get("path") or "~/flashinfer"
     commit = (wheel_commit or "").strip()
+    q = shell_path(path)
     if checkout.get("git") and checkout.get("exists"):
         depth = " --depth 1" if checkout.get("shallow") else ""
-        q = shell_path(path)
         if tag:
-            return (f"git -C {q} fetch{depth} {FLASHINFER_GIT_URL} tag {tag} && "
-                    f"git -C {q} checkout {tag}", path)
+            return f"git -C {q} fetch{depth} {FLASHINFER_GIT_URL} tag {tag} && git -C {q} checkout {tag}"
         if commit:
             return (f"git -C {q} fetch{depth} {FLASHINFER_GIT_URL} {commit} && "
-                    f"git -C {q} checkout FETCH_HEAD", path)
-        return "", ""
-    fresh = f"{path.rstrip('/')}-{tag or (commit[:12] if commit else 'wheel')}"
-    q = shell_path(fresh)
+                    f"git -C {q} checkout FETCH_HEAD")
+        return ""
+    label = tag or (commit[:12] if commit else "")
+    if not label:
+        return ""
+    target = shell_path(f"{path.rstrip('/')}-{label}") if checkout.get("exists") else q
     if tag:
-        return f"git clone --depth 1 --branch {tag} {FLASHINFER_GIT_URL} {q}", fresh
-    if commit:
-        return (f"git init -q {q} && git -C {q} fetch --depth 1 {FLASHINFER_GIT_URL} {commit} "
-                f"&& git -C {q} checkout -q FETCH_HEAD", fresh)
-    return "", ""
+        clone = f"git clone --depth 1 --branch {tag} {FLASHINFER_GIT_URL} {target}"
+    else:
+        clone = (f"git init -q {target} && git -C {target} fetch --depth 1 {FLASHINFER_GIT_URL} "
+                 f"{commit} && git -C {target} checkout -q FETCH_HEAD")
+    if checkout.get("exists"):
+        aside = shell_path(f"{path.rstrip('/')}.before-{label}")
+        clone += f" && mv {q} {aside} && mv {target} {q}"
+    return clone
 
 
 def flashinfer_companions() -> dict[str, str | None]:
