@@ -477,8 +477,9 @@ def test_check_prebuilt_kernels():
     # B200 without cubins and downloads off: every trtllm-gen row would fail as set-up.
     warn = d.check_prebuilt(none, wheel, "10.0", "13.0", {})
     assert warn.ok is None and "trtllm-gen" in warn.detail
-    assert warn.fix.startswith("pip install 'flashinfer-cubin==0.6.18.post1' --extra-index-url "
-                               "https://flashinfer.ai/whl")
+    assert warn.fix == ("pip install 'flashinfer-cubin==0.6.18.post1' --extra-index-url "
+                        "https://flashinfer.ai/whl")
+    assert "export FLASHINFER_NO_DOWNLOAD=" in warn.detail
     assert d.check_prebuilt(none, wheel, "10.0", "13.0", {}, ["trtllm"]).ok is False
     # Downloads allowed (set and empty): FlashInfer fetches them on first use.
     assert d.check_prebuilt(none, wheel, "10.0", "13.0", {"FLASHINFER_NO_DOWNLOAD": ""}).ok is True

@@ -385,9 +385,9 @@ def check_prebuilt(companions: dict[str, str | None], wheel: dict[str, Any],
             return Check("prebuilt_kernels", False if blocking else None,
                          f"{have}: on sm_{compute_capability.replace('.', '')} every trtllm-gen row "
                          f"(backends {', '.join(TRTLLM_GEN_BACKENDS)}) needs its cubins, and with "
-                         f"FLASHINFER_NO_DOWNLOAD on they fail as set-up",
-                         f"{cubin_install(wv)} (about 1 GB), or allow downloads with network: "
-                         f"export FLASHINFER_NO_DOWNLOAD=")
+                         f"FLASHINFER_NO_DOWNLOAD on they fail as set-up (install them, about 1 GB; "
+                         f"or, with network, allow downloads: export FLASHINFER_NO_DOWNLOAD=)",
+                         cubin_install(wv))
         notes.append("trtllm-gen cubins download on first use (FLASHINFER_NO_DOWNLOAD empty)")
     if compute_capability == "9.0" and not jit:
         notes.append("SM90 CUTLASS fused-MoE rows stay unsupported (about an hour of JIT without "
