@@ -11,8 +11,9 @@
 #            and no 0.7 tag is in the mirror): the doctor (its checkout line says what is
 #            missing and prints the clone), FlashInfer's capability answers, the Llama-3.1-8B
 #            plan on sm_90 under them (a dry run: the driver rows 0.7 would add), and the
-#            library-side rows (torch and triton backends, BF16 and FP8 with activation
-#            quantization) timed against the 0.7 wheel.
+#            Llama-3.1-8B sweep with --no_driver: the library-side rows (torch and triton, BF16
+#            and FP8 with activation quantization) timed against the 0.7 wheel, every driver row
+#            failed with the driver it needs.
 #
 # Usage, from the project root on the GPU machine: bash benchmarks/h200_flashinfer_versions.sh OUT PART
 # Writes OUT/<PART>.tar.gz (everything) and OUT/<PART>_summary.txt: only 8 files come back per call.
@@ -77,15 +78,22 @@ v0.7)
     python3 -m benchmark_model_kernels.cases.capability_probe
   step dry_run_sm90 60 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --dry_run \
     --assume_cc 9.0 --workdir "$work/llama-3.1-8b_tp1_dry"
-  step library_rows 300 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 \
-    --backends torch triton --dtypes bf16 fp8 --workdir "$work/llama-3.1-8b_tp1_library" \
-    --ms 1 8 64 512
+  # Every recipe and backend without a checkout: torch and triton rows timed against the 0.7 wheel,
+  # each driver row failed with the driver it needs (exit 1 is expected).
+  step library_rows 300 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --no_driver \
+    --workdir "$work/llama-3.1-8b_tp1_library" --ms 1 8 64 512
   [ -f "$work/llama-3.1-8b_tp1_library/results.json" ] && python3 -c "
 import collections, json, sys
 res = json.load(open(sys.argv[1]))
-print('rows:', dict(collections.Counter(r['status'] for r in res['rows'])))
+rows = res['rows']
+print('rows:', dict(collections.Counter(r['status'] for r in rows)))
+print('by backend:', dict(collections.Counter((r['backend'], r['status']) for r in rows)))
 print('flashinfer:', res['environment'].get('versions', {}).get('flashinfer_wheel'))
-[print('FAILED', r['case_id'], r['reason'][:300]) for r in res['rows'] if r['status'] == 'failed']
+print('notes.capabilities:', res['notes'].get('capabilities'))
+lib = [r for r in rows if r['backend'] in ('torch', 'triton') and r['status'] == 'failed']
+[print('FAILED library row', r['case_id'], r['reason'][:300]) for r in lib]
+drv = next((r for r in rows if r['status'] == 'failed' and r['backend'] not in ('torch', 'triton')), None)
+print('a driver row:', drv and drv['reason'])
 " "$work/llama-3.1-8b_tp1_library/results.json" | tee -a "$summary"
   ;;
 *) say "unknown part $part (v0.6.18 or v0.7)"; exit 2 ;;

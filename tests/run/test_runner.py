@@ -3,15 +3,18 @@ every case, resume, CSV and exit codes. Synthetic numbers, never measurements.""
 
 from __future__ import annotations
 
+import argparse
 import csv
+import io
 import json
 import os
 from dataclasses import replace
 
 import pytest
 
+from benchmark_model_kernels.errors import UsageError
 from benchmark_model_kernels.run import runner
-from benchmark_model_kernels.run.results import CSV_COLUMNS, Row, load_results
+from benchmark_model_kernels.run.results import CSV_COLUMNS, Row, RunSettings, load_results
 from helpers_runner import (
     CUDA_ERROR,
     CUPTI_FALLBACK,
@@ -257,3 +260,33 @@ def test_real_driver_end_to_end_on_the_gpu(tmp_path):
     assert q["status"] == "ok" and 0 < q["quant_us"] < q["median_us"]
     assert q["median_us"] == pytest.approx(rows["gemm.qkv.m8.fp8.cudnn"]["median_us"] + q["quant_us"])
     assert os.path.isfile(os.path.join(w, "autotune_cache.json"))
+
+
+def test_without_a_driver_the_driver_rows_say_what_is_missing(tmp_path):
+    """--no_driver (a wheel whose release ships no benchmarks/, 0.7.x): no worker is asked to run
+    a driver case; each driver row is failed with the driver it needs and how to get it."""
+    workdir = str(tmp_path / "w")
+    cases = [gemm_case(4096), gemm_case(4096, backend="cudnn", name="q", with_quant=True)]
+    rc = runner.run_plan(None, cases, RunSettings(num_iters=3, dry_run_iters=1), workdir, None, None,
+                         command=["test"], progress=io.StringIO(),
+                         environment=lambda repo: {"versions": {"flashinfer_wheel": "0.7.4"}})
+    rows = by_id(load_results(workdir))
+    assert rc == 1
+    driver = rows[cases[0].case_id]
+    assert driver["status"] == "failed" and driver["reason"].startswith(
+        "set-up: no FlashInfer driver (--no_driver): this row runs benchmarks/flashinfer_benchmark.py "
+        "of flashinfer-python 0.7.4")
+    assert "git clone --depth 1 --branch v0.7.4 https://github.com/flashinfer-ai/flashinfer" in driver["reason"]
+    assert not os.path.exists(os.path.join(workdir, "cases", "worker.log"))  # no worker started
+
+
+def test_no_driver_contradicts_a_checkout(tmp_path):
+    from benchmark_model_kernels.run import flags as run_flags
+
+    args = argparse.Namespace(workdir=str(tmp_path / "w"), resume=False, num_iters=3, dry_run_iters=1,
+                              case_timeout=60.0, ms=[8], dtypes=["bf16"], backends=None,
+                              dry_run=False, flashinfer_repo=str(tmp_path), no_driver=True,
+                              assume_cc=None, autotune_cache=None, no_cuda_graph=False,
+                              no_autotune=False, allow_cuda_events=False)
+    with pytest.raises(UsageError, match="--no_driver"):
+        run_flags.validate_args(args)

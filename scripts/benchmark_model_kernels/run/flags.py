@@ -47,6 +47,9 @@ class RunRequest:
     """The visible GPU, the --assume_cc stand-in of a dry run, or None (dry run, no GPU)."""
     flashinfer_repo: str | None
     settings: RunSettings
+    no_driver: bool = False
+    """--no_driver: time only the rows that need no FlashInfer checkout; driver rows fail with
+    what is missing."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) -> None:
@@ -57,6 +60,11 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         help="FlashInfer source checkout whose benchmarks/flashinfer_benchmark.py times the cases, "
         "e.g. --flashinfer_repo ~/flashinfer (its tag must match the installed wheel). Not needed "
         "with --dry_run or when every --backends is torch.")
+    g.add_argument(
+        "--no_driver", action="store_true",
+        help="Run without a FlashInfer checkout, for a wheel whose driver source you cannot get "
+        "(the 0.7.x wheels ship no benchmarks/): e.g. --no_driver times the torch and triton rows "
+        "and writes every driver row failed with the driver it needs and where to get it.")
     g.add_argument(
         "--workdir", metavar="DIR", type=path_arg("--workdir"),
         help="Output directory, e.g. --workdir runs/llama8b-tp1 or --workdir ~/runs/x. Created if "
@@ -166,10 +174,14 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     check_filters(getattr(args, "ms", None) or DEFAULT_MS, args.dtypes, backends, caps)
     # torch and triton rows time this tool's own code: only driver rows need the checkout.
     library_only = bool(backends) and all(b in (TORCH, TRITON) for b in backends)
-    if not args.dry_run and not library_only:
+    no_driver = bool(getattr(args, "no_driver", False))
+    if no_driver and args.flashinfer_repo:
+        raise UsageError("--no_driver", "(given)", "contradicts --flashinfer_repo; give one of them")
+    if not args.dry_run and not library_only and not no_driver:
         if not args.flashinfer_repo:
             raise UsageError("--flashinfer_repo", None, "is required to run driver cases; pass a "
-                             "FlashInfer checkout, or --backends torch triton, or --dry_run")
+                             "FlashInfer checkout, or --backends torch triton, or --dry_run, or "
+                             "--no_driver")
         if not has_driver(args.flashinfer_repo):
             raise UsageError("--flashinfer_repo", args.flashinfer_repo,
                              "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
@@ -186,6 +198,7 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         gpu=gpu,
         flashinfer_repo=args.flashinfer_repo,
         settings=settings_from_args(args, workdir),
+        no_driver=no_driver,
     )
 
 

@@ -98,6 +98,17 @@ def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: I
     return built
 
 
+def missing_driver_reason(environment: dict[str, Any]) -> str:
+    """A driver row's reason under --no_driver: the driver it needs and where to get it."""
+    wheel = (environment.get("versions") or {}).get("flashinfer_wheel")
+    release = f"flashinfer-python {wheel}" if wheel else "the installed flashinfer-python"
+    tag = f"v{wheel.split('+', 1)[0]}" if wheel else "v<its version>"
+    return (f"set-up: no FlashInfer driver (--no_driver): this row runs benchmarks/"
+            f"flashinfer_benchmark.py of {release}, which its wheel does not ship; get it with "
+            f"git clone --depth 1 --branch {tag} https://github.com/flashinfer-ai/flashinfer "
+            f"~/flashinfer and pass --flashinfer_repo ~/flashinfer")
+
+
 def annotate(row: Row, gpu: Gpu | None) -> Row:
     """Roofline numbers (flops, bytes, TFLOP/s, % of peak); the row unchanged if that fails."""
     try:
@@ -120,6 +131,7 @@ class Runner:
         self.progress = progress if progress is not None else sys.stderr
         self.case_dir = os.path.join(workdir, CASE_DIR)
         self.pool: WorkerPool | None = None
+        self.missing_driver = missing_driver_reason(header.get("environment") or {})
 
     # -- files
     def payload(self) -> dict[str, Any]:
@@ -197,6 +209,8 @@ class Runner:
     def run_one(self, case: Case) -> Row:
         if case.skip_reason:
             return row_from_case(case, Outcome("unsupported", case.skip_reason))
+        if case.job == "driver" and not self.flashinfer_repo:
+            return row_from_case(case, Outcome("failed", self.missing_driver))
         if case.with_quant:
             return self._run_with_quant(case)
         outcome, argv, log_path = self._execute(case, case.job)
