@@ -390,8 +390,9 @@ def check_prebuilt(companions: dict[str, str | None], wheel: dict[str, Any],
                          cubin_install(wv))
         notes.append("trtllm-gen cubins download on first use (FLASHINFER_NO_DOWNLOAD empty)")
     if compute_capability == "9.0" and not jit:
-        notes.append("SM90 CUTLASS fused-MoE rows stay unsupported (about an hour of JIT without "
-                     f"the jit-cache: {jit_cache_install(wv, cuda)})")
+        notes.append("FlashInfer's SM90 CUTLASS fused MoE needs the jit-cache or about an hour of "
+                     "JIT, which this tool never starts, so its rows are unsupported here; to time "
+                     f"them with a driver that admits sm_90: {jit_cache_install(wv, cuda)}")
     return Check("prebuilt_kernels", True, have + (f"; {'; '.join(notes)}" if notes else ""))
 
 
