@@ -15,8 +15,7 @@ from benchmark_model_kernels.run.correctness import (
     errors,
     tolerance,
 )
-from benchmark_model_kernels.run.outcome import Outcome, classify_driver_case, driver_check, with_check
-from benchmark_model_kernels.run.outcome import WorkerReply
+from benchmark_model_kernels.run.outcome import Outcome, WorkerReply, classify_driver_case, driver_check, with_check
 from benchmark_model_kernels.run.results import RunSettings
 from helpers_runner import gemm_case, moe_case
 

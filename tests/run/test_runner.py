@@ -113,6 +113,8 @@ def test_csv_is_derived_from_results_with_the_schema_columns(mixed):
     with open(os.path.join(mixed[3], "combined_results.csv")) as f:
         table = list(csv.reader(f))
     assert tuple(table[0]) == CSV_COLUMNS and len(table) == len(MIXED) + 1
+    run_id = mixed[1]["run_id"]
+    assert run_id and all(line[0] == run_id for line in table[1:])  # every line names its run
 
 
 def test_testlist_holds_every_driver_case_the_known_unsupported_one_commented_out(mixed):

@@ -336,12 +336,8 @@ def derived_run_id(results: dict[str, Any]) -> str:
 
 def run_facts(results: dict[str, Any]) -> dict[str, Any]:
     """RUN_COLUMNS of a results.json ("" where it did not record a fact)."""
-    env = results.get("environment") if isinstance(results.get("environment"), dict) else {}
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
-    versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}
-    plan = results.get("plan") if isinstance(results.get("plan"), dict) else {}
-    model = plan.get("model") if isinstance(plan.get("model"), dict) else {}
-    tool = results.get("tool") if isinstance(results.get("tool"), dict) else {}
+    env, plan, tool = (_object(results, key) for key in ("environment", "plan", "tool"))
+    gpu, versions, model = _object(env, "gpu"), _object(env, "versions"), _object(plan, "model")
     cc = gpu.get("compute_capability")
     if isinstance(cc, (list, tuple)):
         cc = ".".join(str(x) for x in cc)
@@ -351,6 +347,12 @@ def run_facts(results: dict[str, Any]) -> dict[str, Any]:
         "tool_version": tool.get("version"), "flashinfer_version": versions.get("flashinfer_wheel"),
     }
     return {k: "" if v is None else v for k, v in facts.items()}
+
+
+def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """parent[key] when it is an object, else {} (facts a results.json did not record)."""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:

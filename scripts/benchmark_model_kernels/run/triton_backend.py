@@ -41,7 +41,9 @@ def cache_dir(settings: RunSettings) -> str:
 
 
 def _timer(settings: RunSettings) -> Callable[[Callable[..., Any], tuple[Any, ...]], float]:
-    quick = dataclasses.replace(settings, num_iters=_SEARCH_ITERS, dry_run_iters=3)
+    # Tiles are ranked by kernel time, in a CUDA graph whatever the row's mode: an eager search
+    # would rank launch gaps and count launches for every candidate.
+    quick = dataclasses.replace(settings, num_iters=_SEARCH_ITERS, dry_run_iters=3, cuda_graph=True)
 
     def time_us(fn: Callable[..., Any], args: tuple[Any, ...]) -> float:
         return bench(fn, quick, input_args=args).median_us
