@@ -92,7 +92,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.add_argument("--version", action="version", version=f"%(prog)s (benchmark-model-kernels) {__version__}",
-                          help="print the tool's version, e.g. benchmark_model.py --version, and exit")
+                          help="print the tool's version and exit, e.g. --version")
 
     def error(self, message: str) -> NoReturn:
         raise usage_error_from_argparse(self, message)

@@ -143,3 +143,35 @@ def test_a_driver_refcheck_mismatch_is_incorrect_quoting_the_cosine():
 def test_eager_twins_are_checked_like_their_graph_rows():
     graph, eager = with_modes([gemm_case(4096)], ["graph", "eager"])
     assert (graph.routine, graph.dtype) == (eager.routine, eager.dtype)
+
+
+def _torch_case(routine, dtype, variant="", moe=False):
+    from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
+    from benchmark_model_kernels.plan.schema import Routing
+
+    if moe:
+        shape = MoeShape(16, 128, 64, 4, 8, 2)
+        return Case(case_id="moe.e.m16.torch", kind="moe", name="e", modules=(), layers=1, m=16, dtype=dtype,
+                    backend="torch", routine=routine, logical=shape, physical=shape, activation="Swiglu",
+                    routing=Routing(method="renormalize"))
+    shape = GemmShape(16, 256, 128)
+    return Case(case_id="gemm.g.m16.torch", kind="gemm", name="g", modules=(), layers=1, m=16, dtype=dtype,
+                backend="torch", routine=routine, logical=shape, physical=shape, variant=variant)
+
+
+@pytest.mark.parametrize("variant", ["per_tensor", "per_token"])
+def test_the_fp8_gemm_reference_is_the_bf16_product_up_to_quantization(variant):
+    bf16 = torch_backend.build(_torch_case("torch.linear", "bf16"), "cpu")
+    fp8_case = _torch_case("torch._scaled_mm", "fp8", variant)
+    fp8 = torch_backend.build(fp8_case, "cpu")  # same seed: the quantized x and w of the BF16 op
+    ref = torch_backend.reference(fp8_case, fp8)
+    assert errors(ref, torch_backend.reference(_torch_case("torch.linear", "bf16"), bf16)).rel_l2_err < 0.08
+
+
+def test_the_fp8_moe_reference_dequantizes_the_same_experts():
+    bf16_case = _torch_case("torch._grouped_mm", "bf16", moe=True)
+    fp8_case = _torch_case("torch._scaled_grouped_mm", "fp8", moe=True)
+    ref16 = torch_backend.reference(bf16_case, torch_backend.build(bf16_case, "cpu"))
+    ref8 = torch_backend.reference(fp8_case, torch_backend.build(fp8_case, "cpu"))
+    assert ref8.shape == ref16.shape == (16, 128)
+    assert errors(ref8, ref16).rel_l2_err < 0.1
