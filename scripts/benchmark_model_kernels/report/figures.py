@@ -349,20 +349,27 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
         ax.set_xticklabels([textwrap.fill(f"#{i + 1} {lab}", 18) for i, lab in enumerate(labels)], fontsize=7)
         _style_step_panel(ax, m)
     _hide_unused(axes, len(ms))
-    handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
     names = [recipe_label(d) + (" best" if d == "bf16" else " best (+quant where measured)")
              for d in recipes]
-    names = [*names, "incomplete total"]
+    title = "Per-step GEMM + MoE kernel time per run"
+    fname = _save_recipe_figure(plt, fig, out_dir, f"{prefix}comparison.png", recipes, names, "incomplete total",
+                                title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an "
+                                "MoE layer under EP runs M*EP/TP)")
+    return [(title, fname), *speedup_figure(analyses, labels, out_dir, prefix)]
+
+
+def _save_recipe_figure(plt, fig, out_dir: str, fname: str, recipes: Sequence[str], names: Sequence[str],
+                        hatched: str, suptitle: str) -> str:
+    """A legend of one colour per recipe plus the hatched bar's meaning, the title, the PNG."""
+    handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
+    names = [*names, hatched]
     fig.legend(handles, names, loc="outside lower center", ncol=_legend_columns(fig, names), fontsize=8,
                frameon=False)
-    title = "Per-step GEMM + MoE kernel time per run"
-    fig.suptitle(title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an MoE layer "
-                 "under EP runs M*EP/TP)", fontsize=10)
-    fname = f"{prefix}comparison.png"
+    fig.suptitle(suptitle, fontsize=10)
     _save_png(fig, os.path.join(out_dir, fname))
     plt.close(fig)
-    return [(title, fname), *speedup_figure(analyses, labels, out_dir, prefix)]
+    return fname
 
 
 def sweep_speedup(a: Analysis, recipe: str, m: int) -> tuple[float, float, float] | None:
@@ -413,15 +420,9 @@ def speedup_figure(analyses: Sequence[Analysis], labels: Sequence[str], out_dir:
         ax.set_title(f"M = {m}", fontsize=9)
         ax.set_ylabel("speed-up over the run's BF16 reference", fontsize=8)
     _hide_unused(axes, len(ms))
-    handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
-    names = [f"{recipe_label(d)} best (+quant where measured)" for d in recipes] + ["tie: 1x within p10-p90"]
-    fig.legend(handles, names, loc="outside lower center", ncol=_legend_columns(fig, names), fontsize=8,
-               frameon=False)
+    names = [f"{recipe_label(d)} best (+quant where measured)" for d in recipes]
     title = "Recipe speed-up per model (per-step GEMM + MoE total)"
-    fig.suptitle(title + "\n(reference: each run's BF16 vLLM-default total, else its BF16 baseline; "
-                 "bars: p10-p90 of both totals)", fontsize=10)
-    fname = f"{prefix}speedup.png"
-    _save_png(fig, os.path.join(out_dir, fname))
-    plt.close(fig)
+    fname = _save_recipe_figure(plt, fig, out_dir, f"{prefix}speedup.png", recipes, names, "tie: 1x within p10-p90",
+                                title + "\n(reference: each run's BF16 vLLM-default total, else its BF16 "
+                                "baseline; bars: p10-p90 of both totals)")
     return [(title, fname)]
