@@ -255,3 +255,20 @@ def test_real_driver_end_to_end_on_the_gpu(tmp_path):
     assert q["status"] == "ok" and 0 < q["quant_us"] < q["median_us"]
     assert q["median_us"] == pytest.approx(rows["gemm.qkv.m8.fp8.cudnn"]["median_us"] + q["quant_us"])
     assert os.path.isfile(os.path.join(w, "autotune_cache.json"))
+
+
+def test_every_mode_is_its_own_row_and_eager_runs_without_cuda_graphs(tmp_path):
+    from benchmark_model_kernels.cases.build import with_modes
+
+    cases = with_modes([gemm_case(4096)], ["graph", "eager"])
+    rc, res, _, workdir = run_cases(tmp_path, cases, modes=("graph", "eager"))
+    rows = by_id(res)
+    assert rc == 0 and [rows[c.case_id]["mode"] for c in cases] == ["graph", "eager"]
+    assert all(rows[c.case_id]["status"] == "ok" for c in cases)
+    testlist = open(os.path.join(workdir, "testlist.txt")).read().splitlines()
+    eager_line = next(line for line in testlist if cases[1].case_id in line)
+    assert "--no_cuda_graph" in eager_line and "--refcheck" in eager_line
+    assert "--no_cuda_graph" not in next(line for line in testlist if f"{cases[0].case_id} " in line + " ")
+    # The stand-in driver has no routines.gemm: the rows say why they have no percentiles.
+    assert "no bench_gpu_time call" in rows[cases[0].case_id]["spread_note"]
+    assert res["settings"]["modes"] == ["graph", "eager"]

@@ -14,7 +14,7 @@ import os
 import shlex
 from typing import Sequence
 
-from ..run.results import RESULTS_JSON
+from ..run.results import RESULTS_JSON, derived_run_id
 from ..vllm_rules.layers import KEPT_IN_BF16, kept_in_bf16
 from .analysis import (
     BASELINE,
@@ -172,7 +172,11 @@ def _header_lines(a: Analysis) -> list[str]:
          + (f" (error: {probe['error']})" if probe.get("error") else "") if probe else "not run"),
         ("Settings", ", ".join(f"{k}={v}" for k, v in settings.items()) or "unknown"),
         ("Date (UTC)", str(a.results.get("timestamp") or "unknown")),
-        ("Rows", f"{len(a.rows)} ({sum(has_time(r) for r in a.rows)} with a number)"),
+        ("Rows", "; ".join(f"{len(rs)} {mode} ({sum(has_time(r) for r in rs)} with a number)"
+                           for mode in a.modes if (rs := [r for r in a.all_rows if r.mode == mode]))
+         + ("" if len(a.modes) < 2 else f"; tables and totals read the {a.mode} rows")
+         if a.modes else "0"),
+        ("Run id", str(a.results.get("run_id") or f"{derived_run_id(a.results)} (written before run ids)")),
         ("Results", f"`{os.path.join(a.path, RESULTS_JSON) if a.path else RESULTS_JSON}`"),
     ]
     return _table(("", ""), [(k, v) for k, v in facts])
