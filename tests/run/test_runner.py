@@ -272,3 +272,24 @@ def test_every_mode_is_its_own_row_and_eager_runs_without_cuda_graphs(tmp_path):
     # The stand-in driver has no routines.gemm: the rows say why they have no percentiles.
     assert "no bench_gpu_time call" in rows[cases[0].case_id]["spread_note"]
     assert res["settings"]["modes"] == ["graph", "eager"]
+
+
+def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
+    import dataclasses
+
+    import numpy as np
+
+    from benchmark_model_kernels.run.outcome import Outcome
+    from benchmark_model_kernels.run.results import Row
+
+    base = Row(case_id="b", kind="gemm", name="g", modules="", layers=1, m=1, dtype="fp8", backend="cudnn",
+               routine="bmm_fp8", variant="", with_quant=False, median_us=10.0, status="ok",
+               samples_us=[9.0, 10.0, 11.0, 30.0])
+    quant = Outcome("ok", "", 2.0, 0.1, "cupti", samples_us=(1.5, 2.0, 2.5))
+    got = runner._sum_spread(base, quant)
+    sums = [x + y for x in base.samples_us for y in quant.samples_us]
+    assert got["p90_us"] == pytest.approx(np.percentile(sums, 90)) and got["n_samples"] == 3 and got["samples_us"] is None
+    assert "4 x 3 samples" in got["spread_note"]
+    legacy = dataclasses.replace(base, samples_us=None)
+    assert runner._sum_spread(legacy, quant) == {
+        "spread_note": "no percentiles: the kernel part has no per-iteration times"}
