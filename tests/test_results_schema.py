@@ -83,3 +83,14 @@ def test_a_run_id_must_be_a_non_empty_string():
     assert list(_validator().iter_errors({"schema_version": 1, "run_id": "", "rows": []}))
     assert not list(_validator().iter_errors({"schema_version": 1, "run_id": "20261130T210500Z-3f2a9c1e",
                                               "rows": []}))
+
+
+def test_a_results_json_the_runner_writes_meets_the_schema(tmp_path):
+    from benchmark_model_kernels.cases.build import with_modes
+    from helpers_runner import gemm_case, run_cases
+
+    cases = with_modes([gemm_case(4096), gemm_case(4096, backend="cublaslt")], ["graph", "eager"])
+    rc, results, _, _ = run_cases(tmp_path, cases, modes=("graph", "eager"))
+    assert rc == 0 and len(results["rows"]) == 4 and results["run_id"]
+    errors = list(_validator().iter_errors(json.loads(json.dumps(results))))
+    assert not errors, errors[0].message
