@@ -288,7 +288,8 @@ def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
     quant = Outcome("ok", "", 2.0, 0.1, "cupti", samples_us=(1.5, 2.0, 2.5))
     got = runner._sum_spread(base, quant)
     sums = [x + y for x in base.samples_us for y in quant.samples_us]
-    assert got["p90_us"] == pytest.approx(np.percentile(sums, 90)) and got["n_samples"] == 3 and got["samples_us"] is None
+    assert got["p90_us"] == pytest.approx(np.percentile(sums, 90))
+    assert got["n_samples"] == 3 and got["samples_us"] is None
     assert "4 x 3 samples" in got["spread_note"]
     legacy = dataclasses.replace(base, samples_us=None)
     assert runner._sum_spread(legacy, quant) == {
