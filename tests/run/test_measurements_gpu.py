@@ -31,7 +31,9 @@ pytestmark = [
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FLASHINFER_REPO = os.environ.get("FLASHINFER_REPO", os.path.join(ROOT, ".devbundle", "flashinfer"))
+# Absolute: the driver test changes into the checkout's benchmarks/ before importing from it.
+FLASHINFER_REPO = os.path.abspath(os.environ.get("FLASHINFER_REPO",
+                                                 os.path.join(ROOT, ".devbundle", "flashinfer")))
 SETTINGS = RunSettings(num_iters=20, dry_run_iters=3, autotune=False)
 
 
