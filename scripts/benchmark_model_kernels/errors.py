@@ -10,7 +10,9 @@ import argparse
 import json
 import re
 import sys
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn
+
+from . import __version__
 
 EXIT_USAGE = 2
 
@@ -84,7 +86,13 @@ def usage_error_from_argparse(parser: argparse.ArgumentParser, message: str) -> 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose parse errors raise UsageError (one `error:` line, exit 2, printed by
-    the CLI's main) instead of printing the usage block; --help is unchanged."""
+    the CLI's main) instead of printing the usage block; --help is unchanged. Every script built on
+    it answers --version with the tool's version."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--version", action="version", version=f"%(prog)s (benchmark-model-kernels) {__version__}",
+                          help="print the tool's version and exit, e.g. --version")
 
     def error(self, message: str) -> NoReturn:
         raise usage_error_from_argparse(self, message)

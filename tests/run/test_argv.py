@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from benchmark_model_kernels.run.argv import driver_argv
+import dataclasses
+
+from benchmark_model_kernels.cases.build import with_modes
+from benchmark_model_kernels.run.argv import case_settings, driver_argv
 from benchmark_model_kernels.run.results import RunSettings
 from helpers_runner import gemm_case
 
@@ -13,12 +16,36 @@ def test_driver_argv_appends_timing_flags_verbose_and_case_tag():
     argv = driver_argv(c, s)
     assert argv[: len(c.driver_args)] == list(c.driver_args)
     tail = argv[len(c.driver_args):]
-    assert tail == ["--num_iters", "7", "--dry_run_iters", "2", "--autotune", "--autotune_cache",
-                    "/w/at.json", "-v", "--case_tag", c.case_id]
+    assert tail == ["--num_iters", "7", "--dry_run_iters", "2", "--refcheck", "--autotune",
+                    "--autotune_cache", "/w/at.json", "-v", "--case_tag", c.case_id]
 
 
-def test_driver_argv_no_autotune_means_no_cache_and_no_graph_flag():
-    s = RunSettings(autotune=False, cuda_graph=False, autotune_cache="/w/at.json")
+def test_driver_argv_no_autotune_means_no_cache():
+    s = RunSettings(autotune=False, autotune_cache="/w/at.json")
     argv = driver_argv(gemm_case(4096), s)
     assert "--autotune" not in argv and "--autotune_cache" not in argv
-    assert "--no_cuda_graph" in argv
+    assert "--no_cuda_graph" not in argv
+
+
+def test_an_eager_case_runs_without_cuda_graphs_under_its_own_tag():
+    graph, eager = with_modes([gemm_case(4096)], ["graph", "eager"])
+    assert (graph.mode, eager.mode) == ("graph", "eager")
+    assert eager.case_id == graph.case_id + ".eager"
+    argv = driver_argv(eager, RunSettings())
+    assert "--no_cuda_graph" in argv and "--no_cuda_graph" not in driver_argv(graph, RunSettings())
+    assert argv[argv.index("--case_tag") + 1] == eager.case_id
+    assert case_settings(eager, RunSettings()).cuda_graph is False
+    assert case_settings(graph, RunSettings(cuda_graph=False)).cuda_graph is True
+
+
+def test_an_eager_with_quant_twin_names_its_eager_kernel_case():
+    twin = dataclasses.replace(gemm_case(4096), case_id=gemm_case(4096).case_id + ".q", with_quant=True)
+    _, eager = with_modes([twin], ["graph", "eager"])
+    assert eager.case_id == gemm_case(4096).case_id + ".eager.q"
+    assert eager.base_case_id == gemm_case(4096).case_id + ".eager"
+
+
+def test_refcheck_only_where_the_driver_has_one_and_checks_are_on():
+    assert "--refcheck" not in driver_argv(gemm_case(4096), RunSettings(check=False))
+    moe = dataclasses.replace(gemm_case(4096), routine="cutlass_fused_moe")
+    assert "--refcheck" not in driver_argv(moe, RunSettings())

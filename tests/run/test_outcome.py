@@ -133,8 +133,9 @@ def test_autotune_dropped_is_a_caveat_on_an_ok_row():
 
 
 def test_python_case_outcomes():
-    m = {"median_us": 12.0, "std_us": 0.5, "timer": "cupti", "note": ""}
-    assert classify_python_case("", WorkerReply({"measurement": m}), S) == Outcome("ok", "", 12.0, 0.5, "cupti")
+    m = {"median_us": 12.0, "std_us": 0.5, "timer": "cupti", "note": "", "samples_us": [11.5, 12.0, 12.5]}
+    assert classify_python_case("", WorkerReply({"measurement": m}), S) == Outcome(
+        "ok", "", 12.0, 0.5, "cupti", samples_us=(11.5, 12.0, 12.5))
     u = classify_python_case("", WorkerReply({"unsupported": "torch._scaled_mm needs SM89+"}), S)
     assert u == Outcome("unsupported", "torch._scaled_mm needs SM89+")
     ev = dict(m, timer="cuda_events", note="CUPTI is not installed ... Falling back to CUDA events")
@@ -325,12 +326,12 @@ FALLBACK_NOTE = ("CUPTI is not installed. Try 'pip install -U cupti-python'. Fal
 
 
 def _measured(note, timer="cupti"):
-    return {"median_us": 12.0, "std_us": 0.5, "timer": timer, "note": note}
+    return {"median_us": 12.0, "std_us": 0.5, "timer": timer, "note": note, "samples_us": [12.0]}
 
 
 def test_measurement_note_is_the_ok_rows_reason():
     out = classify_python_case("", WorkerReply({"measurement": _measured(TRITON_TILES)}), S)
-    assert out == Outcome("ok", TRITON_TILES, 12.0, 0.5, "cupti")
+    assert out == Outcome("ok", TRITON_TILES, 12.0, 0.5, "cupti", samples_us=(12.0,))
 
 
 def test_measurement_note_follows_the_caveat():

@@ -132,4 +132,73 @@ def test_every_row_field_has_a_check():
     from benchmark_model_kernels.run.results import Row
 
     for f in fields(Row):
-        assert str(f.type) in {"str", "int", "bool", "int | None", "float | None"}, f"Row.{f.name}: {f.type}"
+        assert str(f.type) in {"str", "int", "bool", "int | None", "float | None", "list[float] | None"}, \
+            f"Row.{f.name}: {f.type}"
+
+
+# ---------------------------------------------------------------- run facts: CSVs that concatenate
+
+
+def _results(run_id, gpu, cc, model, tp, ep, rows):
+    from dataclasses import asdict
+
+    payload = {"schema_version": 1, "tool": {"name": "benchmark-model-kernels", "version": "0.1.0"},
+               "timestamp": "2026-12-01T10:00:00+00:00", "command": ["benchmark_model.py", model],
+               "environment": {"gpu": {"name": gpu, "compute_capability": cc},
+                               "versions": {"flashinfer_wheel": "0.6.17"}},
+               "plan": {"model": {"name": model}, "tp": tp, "ep": ep}, "rows": [asdict(r) for r in rows]}
+    if run_id:
+        payload["run_id"] = run_id
+    return payload
+
+
+def _row(case_id, median):
+    from benchmark_model_kernels.run.results import Row
+
+    return Row(case_id=case_id, kind="gemm", name="qkv_proj", modules="", layers=32, m=8, dtype="bf16",
+               backend="cudnn", routine="mm_bf16", variant="", with_quant=False, median_us=median,
+               status="ok", samples_us=[median], p50_us=median, n_samples=1)
+
+
+def test_csvs_of_two_runs_concatenate_into_one_table_that_tells_them_apart():
+    import csv
+    import io
+
+    from benchmark_model_kernels.run.results import CSV_COLUMNS, RUN_COLUMNS, csv_text, rows_of, run_facts
+
+    a = _results("20261201T100000Z-aaaaaaaa", "NVIDIA H200", "9.0", "llama-3.1-8b", 1, 1,
+                 [_row("gemm.qkv_proj.m8.bf16.cudnn", 10.0)])
+    b = _results("20261201T110000Z-bbbbbbbb", "NVIDIA B200", [10, 0], "llama-3.1-8b", 4, 1,
+                 [_row("gemm.qkv_proj.m8.bf16.cudnn", 4.0)])
+    texts = [csv_text(rows_of(r), run_facts(r)) for r in (a, b)]
+    # Concatenate as `tail -n +2` would: one header, every line of both.
+    merged = texts[0] + "".join(texts[1].splitlines(keepends=True)[1:])
+    table = list(csv.DictReader(io.StringIO(merged)))
+    assert list(table[0]) == list(CSV_COLUMNS) and CSV_COLUMNS[: len(RUN_COLUMNS)] == RUN_COLUMNS
+    assert [(t["run_id"], t["gpu"], t["compute_capability"], t["tp"], t["median_us"]) for t in table] == [
+        ("20261201T100000Z-aaaaaaaa", "NVIDIA H200", "9.0", "1", "10.0"),
+        ("20261201T110000Z-bbbbbbbb", "NVIDIA B200", "10.0", "4", "4.0"),
+    ]
+    assert all(t["tool_version"] == "0.1.0" and t["flashinfer_version"] == "0.6.17" for t in table)
+    assert "samples_us" not in table[0] and table[0]["p50_us"] == "10.0"
+
+
+def test_a_results_json_from_before_run_ids_gets_a_stable_derived_one():
+    from benchmark_model_kernels.run.results import derived_run_id, new_run_id, run_facts
+
+    old = _results("", "NVIDIA H200", "9.0", "qwen3-30b-a3b", 1, 1, [])
+    assert derived_run_id(old) == derived_run_id(dict(old)) and derived_run_id(old).startswith("legacy-")
+    assert run_facts(old)["run_id"] == derived_run_id(old)
+    assert run_facts({"rows": []})["gpu"] == ""  # nothing recorded: empty cells, never a guess
+    ids = {new_run_id("2026-12-01T10:00:00+00:00") for _ in range(20)}
+    assert len(ids) == 20 and all(i.startswith("20261201T100000Z-") for i in ids)
+
+
+def test_settings_read_back_from_json_keep_their_modes_tuple():
+    from dataclasses import asdict
+
+    from benchmark_model_kernels.run.results import RunSettings
+
+    s = RunSettings(modes=("graph", "eager"), check=False)
+    back = RunSettings.from_dict(json.loads(json.dumps(asdict(s))) | {"unknown_key": 1})
+    assert back == s

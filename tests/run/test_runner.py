@@ -116,6 +116,8 @@ def test_csv_is_derived_from_results_with_the_schema_columns(mixed):
     with open(os.path.join(mixed[3], "combined_results.csv")) as f:
         table = list(csv.reader(f))
     assert tuple(table[0]) == CSV_COLUMNS and len(table) == len(MIXED) + 1
+    run_id = mixed[1]["run_id"]
+    assert run_id and all(line[0] == run_id for line in table[1:])  # every line names its run
 
 
 def test_testlist_holds_every_driver_case_the_known_unsupported_one_commented_out(mixed):
@@ -290,3 +292,42 @@ def test_no_driver_contradicts_a_checkout(tmp_path):
                               no_autotune=False, allow_cuda_events=False)
     with pytest.raises(UsageError, match="--no_driver"):
         run_flags.validate_args(args)
+
+
+def test_every_mode_is_its_own_row_and_eager_runs_without_cuda_graphs(tmp_path):
+    from benchmark_model_kernels.cases.build import with_modes
+
+    cases = with_modes([gemm_case(4096)], ["graph", "eager"])
+    rc, res, _, workdir = run_cases(tmp_path, cases, modes=("graph", "eager"))
+    rows = by_id(res)
+    assert rc == 0 and [rows[c.case_id]["mode"] for c in cases] == ["graph", "eager"]
+    assert all(rows[c.case_id]["status"] == "ok" for c in cases)
+    testlist = open(os.path.join(workdir, "testlist.txt")).read().splitlines()
+    eager_line = next(line for line in testlist if cases[1].case_id in line)
+    assert "--no_cuda_graph" in eager_line and "--refcheck" in eager_line
+    assert "--no_cuda_graph" not in next(line for line in testlist if f"{cases[0].case_id} " in line + " ")
+    # The stand-in driver has no routines.gemm: the rows say why they have no percentiles.
+    assert "no bench_gpu_time call" in rows[cases[0].case_id]["spread_note"]
+    assert res["settings"]["modes"] == ["graph", "eager"]
+
+
+def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
+    import dataclasses
+
+    import numpy as np
+
+    from benchmark_model_kernels.run.outcome import Outcome
+    from benchmark_model_kernels.run.results import Row
+
+    base = Row(case_id="b", kind="gemm", name="g", modules="", layers=1, m=1, dtype="fp8", backend="cudnn",
+               routine="bmm_fp8", variant="", with_quant=False, median_us=10.0, status="ok",
+               samples_us=[9.0, 10.0, 11.0, 30.0])
+    quant = Outcome("ok", "", 2.0, 0.1, "cupti", samples_us=(1.5, 2.0, 2.5))
+    got = runner._sum_spread(base, quant)
+    sums = [x + y for x in base.samples_us for y in quant.samples_us]
+    assert got["p90_us"] == pytest.approx(np.percentile(sums, 90))
+    assert got["n_samples"] == 3 and got["samples_us"] is None
+    assert "4 x 3 samples" in got["spread_note"]
+    legacy = dataclasses.replace(base, samples_us=None)
+    assert runner._sum_spread(legacy, quant) == {
+        "spread_note": "no percentiles: the kernel part has no per-iteration times"}

@@ -301,6 +301,23 @@ def test_hbm_floor():
     assert pb.expected_touched_experts(p1) == pytest.approx(128 * (1 - (127 / 128) ** 8))
 
 
+def test_naive_block_assignment_follows_vllm_rule():
+    # vLLM fused_moe.py `_prepare_expert_assignment`: no expert map and M*top_k*4 <= E.
+    qwen = dict(hidden=2048, intermediate=768, local_experts=128, global_experts=128, top_k=8)
+    assert fused.naive_block_assignment(problem(num_tokens=4, **qwen))
+    assert not fused.naive_block_assignment(problem(num_tokens=5, **qwen))
+    # expert parallel (an expert map in vLLM): never naive
+    assert not fused.naive_block_assignment(problem(num_tokens=1, **dict(qwen, local_experts=16)))
+
+
+def test_align_paths_by_pair_count():
+    assert fused._align_plan(64)[0] == "single"
+    assert fused._align_plan(1024)[0] == "single"
+    assert fused._align_plan(1025) == ("split", 512, 3)
+    assert fused._align_plan(16384)[0] == "split"
+    assert fused._align_plan(16385)[0] == "multi"
+
+
 # ---------------------------------------------------------------------------- interpreter
 
 #: Interpreter end-to-end tolerances (relative L2 vs reference_moe). BF16: the interpreter's
@@ -319,7 +336,9 @@ def _interp_checks(scheme: str) -> dict:
     cases = [(act, dict()) for act in pb.ACTIVATIONS]
     cases += [("swigluoai", dict(has_bias=True)), ("silu_and_mul", dict(has_bias=True)),
               ("silu_and_mul", dict(local_experts=8, num_tokens=3)),
-              ("relu2", dict(num_tokens=1, top_k=3))]
+              ("relu2", dict(num_tokens=1, top_k=3)),
+              # 2 pairs * 4 <= 8 experts, no EP: vLLM's naive block assignment (no align)
+              ("silu_and_mul", dict(num_tokens=1, local_experts=8, global_experts=8))]
     for act, extra in cases:
         p = problem(scheme=scheme, activation=act, gated=act in pb.GATED_ACTIVATIONS, **extra)
         inp = pb.build_inputs(p, "cpu", seed=11)
@@ -401,7 +420,8 @@ def test_align_under_interpreter():
 
 
 def _align_checks() -> None:
-    """Both align paths (one kernel; memset + 3 kernels past 8192 pairs) against the definition.
+    """The three align paths (one program up to 1024 pairs; one program's offsets and a
+    multi-program scatter up to 16384; memset + 3 kernels beyond) against the definition.
 
     Slots past num_tokens_post_padded are never read (the GEMM programs of those blocks exit),
     so only [0, num_tokens_post_padded) is checked: real pairs of the block's expert or the
@@ -414,7 +434,7 @@ def _align_checks() -> None:
                                             (2100, 2, 16, 64, 16), (1100, 8, 60, 64, 128),
                                             (512, 8, 128, 128, 64), (1024, 8, 128, 128, 16),
                                             (1030, 8, 200, 256, 256), (257, 1, 3, 5, 32),
-                                            (40, 1, 1, 1, 16)]:
+                                            (40, 1, 1, 1, 16), (2100, 8, 16, 64, 16)]:
         p = pb.MoeProblem(m, 128, 128, e_local, e_global, top_k, "silu_and_mul", True, "bf16")
         inp = pb.build_inputs(p, "cpu", seed=3)
         fn, args = fused.align_only_fn(p, inp, bm)

@@ -1,8 +1,9 @@
 """GPU tests of run/triton_moe/: every scheme x activation against the fp32 reference.
 
 Shapes: hidden 2048, intermediate 768, 16 local experts of 64 (expert parallelism: about 3/4 of
-the pairs belong to other ranks), top_k 8, M in {1, 7, 64, 300} (+ M=1024: 8192 pairs, the
-multi-kernel align path), gpt-oss-style biases with swigluoai, non-gated activations, an
+the pairs belong to other ranks), top_k 8, M in {1, 7, 64, 300} (+ M=1024 and 2100: 8192 and
+16800 pairs, the offsets + scatter and the multi-kernel align paths; M=1 and 2 over 64 local
+experts: vLLM's naive block assignment), gpt-oss-style biases with swigluoai, non-gated activations, an
 uneven K (I=720), all experts local, a few non-default tiles, CUDA-graph replay and the FP8
 input quantizations.
 """
@@ -74,8 +75,12 @@ for _scheme in pb.SCHEMES:
     CASES.append((_scheme, "silu_and_mul", 64, dict(local=16, glob=16)))  # no EP
     CASES.append((_scheme, "gelu_and_mul", 64, dict(bias=True)))
     CASES.append((_scheme, "silu_and_mul", 64, dict(inter=720)))  # K not a multiple of BK
+    # 8 and 16 pairs over 64 experts without EP: vLLM's naive block assignment (no align)
+    for _m in (1, 2):
+        CASES.append((_scheme, "silu_and_mul", _m, dict(local=64, glob=64)))
 for _scheme in ("bf16", "fp8_block128"):
-    CASES.append((_scheme, "silu_and_mul", 1024, {}))  # 8192 pairs: multi-kernel align
+    CASES.append((_scheme, "silu_and_mul", 1024, {}))  # 8192 pairs: offsets + scatter align
+    CASES.append((_scheme, "silu_and_mul", 2100, {}))  # 16800 pairs: multi-kernel align
 
 
 @pytest.mark.parametrize("scheme, act, m, kw", CASES,

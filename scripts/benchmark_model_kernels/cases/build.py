@@ -20,7 +20,7 @@ from ..vllm_rules.sharding import first_local_expert
 from . import backends as bk
 from .backends import DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
 from .capabilities import HAND, Capabilities
-from .schema import DTYPES, Case, GemmShape, MoeShape
+from .schema import DTYPES, MODES, Case, GemmShape, MoeShape
 
 #: FlashInfer `ActivationType` names at v0.6.17 (flashinfer/tllm_enums.py), InvalidType excluded.
 FLASHINFER_ACTIVATIONS = ("Gelu", "Relu", "Silu", "Swiglu", "Geglu", "SwigluBias", "Relu2",
@@ -241,6 +241,30 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
             raise ValueError(f"duplicate case id {case.case_id!r}: plan entry names must be unique")
         seen.add(case.case_id)
     return cases
+
+
+def with_modes(cases: Sequence[Case], modes: Sequence[str]) -> list[Case]:
+    """Each case once per timing mode, in `modes` order after one another: graph cases keep their
+    ids (a --resume of an earlier run finds them), eager ones get ".eager" before a ".q" suffix
+    (so a with_quant twin still names its kernel-only case) and the driver's --case_tag follows."""
+    for mode in modes:
+        if mode not in MODES:
+            raise UsageError("--modes", mode, f"choose from {', '.join(MODES)}")
+    if len(set(modes)) != len(modes):
+        raise UsageError("--modes", " ".join(modes), "lists a mode twice; give each once")
+    out: list[Case] = []
+    for case in cases:
+        for mode in modes:
+            if mode == "graph":
+                out.append(_replace(case, mode="graph"))
+                continue
+            base = case.base_case_id if case.with_quant else case.case_id
+            case_id = base + ".eager" + (".q" if case.with_quant else "")
+            argv = list(case.driver_args)
+            if "--case_tag" in argv:
+                argv[argv.index("--case_tag") + 1] = case_id
+            out.append(_replace(case, case_id=case_id, mode="eager", driver_args=tuple(argv)))
+    return out
 
 
 def plan_from_shapes(nks: Sequence[tuple[int, int, str]], moe: MoeEntry | None = None) -> Plan:

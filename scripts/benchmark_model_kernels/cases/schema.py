@@ -14,6 +14,9 @@ from typing import Any
 from ..plan.schema import Routing
 
 KINDS = ("gemm", "moe")
+#: Timing modes: "graph" replays the op in a CUDA graph (launch overhead hidden, how vLLM runs
+#: decode), "eager" launches it plainly (the overhead shows, and launches per call are counted).
+MODES = ("graph", "eager")
 #: Recipes: W16A16, FP8 per-tensor W8A8, NVFP4 W4A4.
 DTYPES = ("bf16", "fp8", "nvfp4")
 
@@ -48,7 +51,7 @@ class Case:
 
     case_id: str
     """Unique and stable across runs (used by --resume and as the driver's --case_tag):
-    "<kind>.<name>.m<M>.<dtype>.<backend>[.<variant>][.q]" with only [A-Za-z0-9._-]."""
+    "<kind>.<name>.m<M>.<dtype>.<backend>[.<variant>][.eager][.q]" with only [A-Za-z0-9._-]."""
     kind: str
     """"gemm" or "moe"."""
     name: str
@@ -96,6 +99,9 @@ class Case:
     """How this row relates to the kernel vLLM dispatches by default for its layer kind, recipe
     and scheme on the GPU it runs on (vllm_rules/dispatch.py): "same" (that kernel), "design"
     (vLLM's algorithm in this tool's code), "" (a comparison, or the GPU is not known yet)."""
+
+    mode: str = "graph"
+    """"graph" (CUDA-graph replay) or "eager" (plain launches); eager ids end in ".eager"."""
 
     @property
     def base_case_id(self) -> str:

@@ -48,6 +48,7 @@ from .cells import (
     backend_label,
     baseline_cell,
     best_cell,
+    clear_win,
     crossover,
     default_cell,
     has_time,
@@ -160,6 +161,15 @@ class Rollup:
     why no row times it, see Analysis.default_gap)."""
     kept: tuple[str, ...] = ()
     """Entries of a quantized recipe counted at their BF16 time (vLLM keeps them unquantized)."""
+    low_us: float = 0.0
+    """The same sum over each counted cell's p10 (its median where a row has no percentiles)."""
+    high_us: float = 0.0
+    """The same sum over each counted cell's p90: with low_us, the spread of the total (as wide as
+    if every module were slow or fast at once)."""
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return (self.low_us, self.high_us)
 
     @property
     def complete(self) -> bool:
@@ -203,7 +213,12 @@ class Analysis:
         self.compute_capability = environment_cc(results)
         self.family = gpu_family(self.compute_capability)
         self.expert_parallel = self.plan is not None and self.plan.ep > 1
-        self.rows: list[Row] = rows_with_facts(results, self.plan)
+        self.all_rows: list[Row] = rows_with_facts(results, self.plan)
+        #: The tables, totals and figures read one timing mode: CUDA graphs where the run timed
+        #: them (how vLLM runs decode), else eager; `eager_pairs` sets the other mode beside it.
+        self.modes = [m for m in ("graph", "eager") if any(r.mode == m for r in self.all_rows)]
+        self.mode = self.modes[0] if self.modes else "graph"
+        self.rows: list[Row] = [r for r in self.all_rows if r.mode == self.mode]
         self.checkpoint: CheckpointScheme = checkpoint_scheme(self.plan)
         self._groups: dict[tuple[str, str, int, str], list[Row]] = {}
         for r in self.rows:
@@ -327,7 +342,7 @@ class Analysis:
         missing: list[str] = []
         why: list[str] = []
         kept: list[str] = []
-        total = 0.0
+        total = low = high = 0.0
         for e in self.entries:
             by_kind.setdefault(e.module_kind, 0.0)
             c, in_bf16 = self._module_cell(e, m, recipe, basis)
@@ -341,7 +356,10 @@ class Analysis:
             t = c.us * e.layers
             by_kind[e.module_kind] += t
             total += t
-        return Rollup(recipe, m, total, by_kind, tuple(missing), len(self.entries), tuple(why), tuple(kept))
+            p10, p90 = c.spread or (c.us, c.us)
+            low, high = low + p10 * e.layers, high + p90 * e.layers
+        return Rollup(recipe, m, total, by_kind, tuple(missing), len(self.entries), tuple(why), tuple(kept),
+                      low, high)
 
     def crossover(self, entry: Entry, recipe: str, basis: str = QUANT) -> Crossover:
         return crossover([self.reference(entry, m) for m in self.ms],
@@ -402,11 +420,15 @@ class Analysis:
         tool_version = (self.results.get("tool") or {}).get("version")
         if tool_version and tool_version != __version__:
             out.append(f"results written by benchmark-model-kernels {tool_version}; report by {__version__}")
-        n = {s: sum(r.status == s for r in self.rows) for s in ("failed", "unsupported")}
+        every = self.all_rows
+        n = {s: sum(r.status == s for r in every) for s in ("failed", "unsupported", "incorrect")}
         if n["failed"]:
-            out.append(f"{n['failed']} of {len(self.rows)} rows FAILED (see 'Cells without a number')")
+            out.append(f"{n['failed']} of {len(every)} rows FAILED (see 'Cells without a number')")
+        if n["incorrect"]:
+            out.append(f"{n['incorrect']} of {len(every)} rows INCORRECT: their output missed the reference "
+                       "beyond tolerance (see 'Measurement quality'); they have no number in any table")
         if n["unsupported"]:
-            out.append(f"{n['unsupported']} of {len(self.rows)} rows unsupported on this GPU/shape")
+            out.append(f"{n['unsupported']} of {len(every)} rows unsupported on this GPU/shape")
         events = sum(r.status == "ok" and r.timer == "cuda_events" for r in self.rows)
         if events:
             out.append(f"{events} ok rows were timed with CUDA events, not CUPTI (less precise: "
@@ -505,6 +527,9 @@ class Verdict:
     """Reference total (summary_reference) / fastest total (> 1: faster than the reference)."""
     not_ranked: tuple[str, ...]
     """Recipes left out of the ranking because their total is incomplete."""
+    ties: tuple[str, ...] = ()
+    """Ranked recipes whose total's p10-p90 spread overlaps the fastest's: the win over them is
+    smaller than the spread, so they tie with it."""
 
 
 def summary_verdicts(a: Analysis, basis: str = QUANT) -> list[Verdict]:
@@ -521,8 +546,13 @@ def summary_verdicts(a: Analysis, basis: str = QUANT) -> list[Verdict]:
             (ranked if total is not None else not_ranked).append((total, i, recipe))
         best = min(ranked) if ranked else None
         sp = ref.total_us / best[0] if best and ref.complete and best[0] else None
+        ties: tuple[str, ...] = ()
+        if best:
+            fastest = a.rollup(best[2], m, basis).spread
+            ties = tuple(d for _, _, d in sorted(ranked) if d != best[2]
+                         and not clear_win(fastest, a.rollup(d, m, basis).spread))
         out.append(Verdict(m, basis, tuple(totals), best[2] if best else "", sp,
-                           tuple(d for *_, d in not_ranked)))
+                           tuple(d for *_, d in not_ranked), ties))
     return out
 
 

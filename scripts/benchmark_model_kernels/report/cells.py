@@ -123,11 +123,32 @@ class Cell:
         return self.row.median_us if self.row is not None else None
 
     @property
+    def spread(self) -> tuple[float, float] | None:
+        """(p10, p90) of the winning row's samples; (median, median) for a row recorded without
+        percentiles (no spread known: it compares by its median alone); None without a number."""
+        return spread_of(self.row) if self.row is not None else None
+
+    @property
     def backend(self) -> str:
         return backend_label(self.row) if self.row is not None else ""
 
 
 NOT_MEASURED = Cell(None, "not measured")
+
+
+def spread_of(row: Row) -> tuple[float, float] | None:
+    """(p10, p90) of a timed row, (median, median) when it recorded no percentiles."""
+    if row.median_us is None:
+        return None
+    if row.p10_us is None or row.p90_us is None:
+        return (row.median_us, row.median_us)
+    return (row.p10_us, row.p90_us)
+
+
+def clear_win(fast: tuple[float, float], slow: tuple[float, float]) -> bool:
+    """Whether the interval `fast` (p10, p90) lies wholly below `slow`: a win larger than the
+    spread. Overlapping intervals are a tie."""
+    return fast[1] < slow[0]
 
 
 def backend_label(row: Row) -> str:
@@ -216,13 +237,16 @@ class Crossover:
     """Where a quantized recipe starts to beat the BF16 baseline for one module."""
 
     first_win: int | None
-    """Smallest M in the sweep with recipe time < baseline time (None: never / no data)."""
+    """Smallest M in the sweep where the recipe wins by more than the spread (its p90 below the
+    baseline's p10; medians alone for rows without percentiles). None: never / no data."""
     wins: tuple[int, ...]
     """Every M where it wins."""
     compared: tuple[int, ...]
     """Ms where both numbers exist."""
     no_data: tuple[int, ...]
     """Ms where one of the two has no number."""
+    ties: tuple[int, ...] = ()
+    """Ms where the recipe's median is lower but the two p10-p90 spreads overlap: a tie."""
 
     def text(self) -> str:
         if not self.compared:
@@ -236,6 +260,8 @@ class Crossover:
             later_losses = [m for m in self.compared if m > self.first_win and m not in self.wins]
             if later_losses:
                 text += f" (loses again at M={', '.join(map(str, later_losses))})"
+        if self.ties:
+            text += f"; tie within the p10-p90 spread at M={', '.join(map(str, self.ties))}"
         gaps = [m for m in self.no_data if self.first_win is None or m < self.first_win]
         if gaps:
             text += f"; no data at M={', '.join(map(str, gaps))}"
@@ -244,15 +270,17 @@ class Crossover:
 
 def crossover(baselines: Sequence[Cell], cells: Sequence[Cell], ms: Sequence[int]) -> Crossover:
     """Crossover of one module: `baselines[i]` and `cells[i]` are the cells at `ms[i]`."""
-    wins, compared, no_data = [], [], []
+    wins, compared, no_data, ties = [], [], [], []
     for m, b, c in zip(ms, baselines, cells, strict=True):
-        if b.us is None or c.us is None:
+        if b.us is None or c.us is None or b.spread is None or c.spread is None:
             no_data.append(m)
             continue
         compared.append(m)
-        if c.us < b.us:
+        if c.us < b.us and clear_win(c.spread, b.spread):
             wins.append(m)
-    return Crossover(wins[0] if wins else None, tuple(wins), tuple(compared), tuple(no_data))
+        elif c.us < b.us:
+            ties.append(m)
+    return Crossover(wins[0] if wins else None, tuple(wins), tuple(compared), tuple(no_data), tuple(ties))
 
 
 __all__ = [
@@ -260,5 +288,6 @@ __all__ = [
     "VLLM", "VLLM_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
     "NOT_MEASURED", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
-    "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover",
+    "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover", "spread_of",
+    "clear_win",
 ]

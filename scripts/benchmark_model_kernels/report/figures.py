@@ -4,8 +4,9 @@ In: one or several Analyses and the folder to draw into. Out: fig_*.png files th
 [(title, file name)] for report.md; nothing is drawn when there is nothing to draw. One workdir:
 kernel time vs M per module (log-log, one line per backend; at most PANELS_PER_FIGURE panels per
 PNG), a roofline per recipe (each FP8 scheme its own panel), and stacked bars of the per-step
-roll-up (vLLM default and best per recipe). Several workdirs: grouped bars of the per-step totals
-per M.
+roll-up (vLLM default and best per recipe). Several workdirs (a model-config sweep, e.g.
+`benchmark_model.py A B C --ms 64`): grouped bars of the per-step totals per M, with their p10-p90
+spread, and grouped bars of each recipe's speed-up over the run's reference per model.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .analysis import (
     recipe_of,
     rollup_variants,
     roofline_peaks,
+    summary_reference,
 )
 
 PANELS_PER_FIGURE = 12
@@ -339,22 +341,88 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
                 ax.bar(x, r.total_us, width=width,
                        color=RECIPE_COLORS.get(d, "#777777"), hatch=None if r.complete else "//",
                        edgecolor="black" if not r.complete else "white", linewidth=0.5)
+                if r.high_us > r.low_us:  # the p10-p90 spread of the total
+                    ax.errorbar(x, r.total_us, yerr=[[r.total_us - r.low_us], [r.high_us - r.total_us]],
+                                fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
         ax.set_xlim(-0.6, len(analyses) - 0.4)
         ax.set_xticks(range(len(analyses)))
         ax.set_xticklabels([textwrap.fill(f"#{i + 1} {lab}", 18) for i, lab in enumerate(labels)], fontsize=7)
         _style_step_panel(ax, m)
     _hide_unused(axes, len(ms))
-    handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
     names = [recipe_label(d) + (" best" if d == "bf16" else " best (+quant where measured)")
              for d in recipes]
-    names = [*names, "incomplete total"]
+    title = "Per-step GEMM + MoE kernel time per run"
+    fname = _save_recipe_figure(plt, fig, out_dir, f"{prefix}comparison.png", recipes, names, "incomplete total",
+                                title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an "
+                                "MoE layer under EP runs M*EP/TP)")
+    return [(title, fname), *speedup_figure(analyses, labels, out_dir, prefix)]
+
+
+def _save_recipe_figure(plt, fig, out_dir: str, fname: str, recipes: Sequence[str], names: Sequence[str],
+                        hatched: str, suptitle: str) -> str:
+    """A legend of one colour per recipe plus the hatched bar's meaning, the title, the PNG."""
+    handles = [plt.Rectangle((0, 0), 1, 1, color=RECIPE_COLORS.get(d, "#777777")) for d in recipes]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
+    names = [*names, hatched]
     fig.legend(handles, names, loc="outside lower center", ncol=_legend_columns(fig, names), fontsize=8,
                frameon=False)
-    title = "Per-step GEMM + MoE kernel time per run"
-    fig.suptitle(title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an MoE layer "
-                 "under EP runs M*EP/TP)", fontsize=10)
-    fname = f"{prefix}comparison.png"
+    fig.suptitle(suptitle, fontsize=10)
     _save_png(fig, os.path.join(out_dir, fname))
     plt.close(fig)
+    return fname
+
+
+def sweep_speedup(a: Analysis, recipe: str, m: int) -> tuple[float, float, float] | None:
+    """(speed-up, low, high) of `recipe`'s best-measured total over the run's summary reference
+    at M (low/high from the two totals' p10-p90 spreads); None where either total is incomplete."""
+    ref_recipe, ref_basis, _ = summary_reference(a)
+    ref, r = a.rollup(ref_recipe, m, ref_basis), a.rollup(recipe, m, QUANT)
+    if not (ref.complete and r.complete) or r.total_us <= 0 or ref.total_us <= 0:
+        return None
+    low = ref.low_us / r.high_us if r.high_us > 0 else ref.total_us / r.total_us
+    high = ref.high_us / r.low_us if r.low_us > 0 else ref.total_us / r.total_us
+    return ref.total_us / r.total_us, low, high
+
+
+def speedup_figure(analyses: Sequence[Analysis], labels: Sequence[str], out_dir: str,
+                   prefix: str = "fig_") -> list[tuple[str, str]]:
+    """Grouped bars: per M one panel, per run (model) a group, per quantized recipe a bar of its
+    speed-up over that run's reference; a bar whose p10-p90 range includes 1x is hatched (a tie)."""
+    ms = sorted({m for a in analyses for m in a.ms})[:PANELS_PER_FIGURE]
+    recipes = [d for d in RECIPES if d != "bf16" and any(a.has_number(d) for a in analyses)]
+    if not ms or not recipes or not any(sweep_speedup(a, d, m) for a in analyses for d in recipes for m in ms):
+        return []
+    plt = _plt()
+    nrows, ncols = _grid(len(ms))
+    width = 0.8 / len(recipes)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(3.6, 1.2 * len(analyses) + 1.5) * ncols,
+                                                    4.0 * nrows + 0.8), squeeze=False, layout="constrained")
+    for ax, m in zip(axes.flat, ms, strict=False):
+        for j, d in enumerate(recipes):
+            for i, a in enumerate(analyses):
+                x = i + (j - (len(recipes) - 1) / 2) * width
+                sp = sweep_speedup(a, d, m) if m in a.ms else None
+                if sp is None:
+                    ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90, color="#555555")
+                    continue
+                value, low, high = sp
+                tie = low <= 1.0 <= high
+                ax.bar(x, value, width=width, color=RECIPE_COLORS.get(d, "#777777"), hatch="//" if tie else None,
+                       edgecolor="black" if tie else "white", linewidth=0.5)
+                if high > low:
+                    ax.errorbar(x, value, yerr=[[max(0.0, value - low)], [max(0.0, high - value)]], fmt="none",
+                                ecolor="black", elinewidth=0.8, capsize=2)
+                ax.text(x, high, f"{value:.2f}x", ha="center", va="bottom", fontsize=6)
+        ax.axhline(1.0, color="#333333", linewidth=0.8, linestyle="--")
+        ax.set_xlim(-0.6, len(analyses) - 0.4)
+        ax.set_xticks(range(len(analyses)))
+        ax.set_xticklabels([textwrap.fill(f"#{i + 1} {lab}", 18) for i, lab in enumerate(labels)], fontsize=7)
+        ax.set_title(f"M = {m}", fontsize=9)
+        ax.set_ylabel("speed-up over the run's BF16 reference", fontsize=8)
+    _hide_unused(axes, len(ms))
+    names = [f"{recipe_label(d)} best (+quant where measured)" for d in recipes]
+    title = "Recipe speed-up per model (per-step GEMM + MoE total)"
+    fname = _save_recipe_figure(plt, fig, out_dir, f"{prefix}speedup.png", recipes, names, "tie: 1x within p10-p90",
+                                title + "\n(reference: each run's BF16 vLLM-default total, else its BF16 "
+                                "baseline; bars: p10-p90 of both totals)")
     return [(title, fname)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
-from ..run.results import RESULTS_JSON
+from ..run.results import RESULTS_JSON, derived_run_id
 from ..vllm_rules.layers import KEPT_IN_BF16, kept_in_bf16
 from .analysis import (
     BASELINE,
@@ -50,6 +50,9 @@ from .analysis import (
     summary_verdicts,
     vllm_mark,
 )
+from .md_text import fmt_us, fmt_x
+from .md_text import table as _table
+from .quality import quality_lines
 
 #: What the per-step roll-up leaves out; printed under every roll-up.
 ROLLUP_EXCLUDES = (
@@ -91,32 +94,6 @@ def module_kind_table_markdown() -> str:
 
 # ----------------------------------------------------------------------------------------------
 # Cells and tables
-
-
-def fmt_us(us: float | None) -> str:
-    """Microseconds with about 3 significant digits ("19.6", "2.41", "1234")."""
-    if us is None:
-        return "-"
-    if us >= 100:
-        return f"{us:,.0f}"
-    if us >= 10:
-        return f"{us:.1f}"
-    return f"{us:.2f}"
-
-
-def fmt_x(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
-
-
-def _md(text: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\n", " ").replace("|", "\\|")
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
-    return lines
 
 
 def _missing_text(c: Cell) -> str:
@@ -195,7 +172,11 @@ def _header_lines(a: Analysis) -> list[str]:
          + (f" (error: {probe['error']})" if probe.get("error") else "") if probe else "not run"),
         ("Settings", ", ".join(f"{k}={v}" for k, v in settings.items()) or "unknown"),
         ("Date (UTC)", str(a.results.get("timestamp") or "unknown")),
-        ("Rows", f"{len(a.rows)} ({sum(has_time(r) for r in a.rows)} with a number)"),
+        ("Rows", "; ".join(f"{len(rs)} {mode} ({sum(has_time(r) for r in rs)} with a number)"
+                           for mode in a.modes if (rs := [r for r in a.all_rows if r.mode == mode]))
+         + ("" if len(a.modes) < 2 else f"; tables and totals read the {a.mode} rows")
+         if a.modes else "0"),
+        ("Run id", str(a.results.get("run_id") or f"{derived_run_id(a.results)} (written before run ids)")),
         ("Results", f"`{os.path.join(a.path, RESULTS_JSON) if a.path else RESULTS_JSON}`"),
     ]
     return _table(("", ""), [(k, v) for k, v in facts])
@@ -373,6 +354,9 @@ def _verdict_text(a: Analysis, v: Verdict) -> str:
     name = f"**{recipe_label(v.fastest)}**"
     text = name if is_reference or v.speedup is None else f"{name} ({fmt_x(v.speedup)})"
     ranked = sum(total is not None for _, total in v.totals)
+    if v.ties:
+        # A win smaller than the p10-p90 spread of the totals is no win.
+        text = f"tie: {text} = {', '.join(recipe_label(d) for d in v.ties)} (within the p10-p90 spread)"
     if v.not_ranked and ranked == 1:
         # Not a win: the other recipes' totals are incomplete, so nothing was compared.
         return f"{text} (only complete total)"
@@ -546,6 +530,7 @@ def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int 
     ]
     lines += _module_tables(a)
     lines += [f"{h}# Crossovers", ""] + _crossover_lines(a) + [""]
+    lines += [f"{h}# Measurement quality", ""] + quality_lines(a, level) + [""]
     if figures:
         lines += [f"{h}# Figures", ""]
         for title, fname in figures:

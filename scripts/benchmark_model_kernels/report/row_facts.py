@@ -1,11 +1,14 @@
 """Facts a results row carries today, filled in for rows written before they were recorded.
 
-In: a parsed results.json. Out: its Rows (`run/results.py`) with `scheme`, `vllm_default` and
-(MoE) `num_tokens` present. A row that recorded a field keeps it; a row whose dict lacks the key
-gets it by the rule the runner applies now (`cases.backends.scheme_of`,
-`vllm_rules.dispatch.default_match` for the compute capability the environment recorded), and an
-old MoE row ran num_tokens = M (runs before expert-parallel token scaling). Also the checkpoint's
-FP8 scheme as the plan records it, with the defaults for plans that predate it.
+In: a parsed results.json. Out: its Rows (`run/results.py`) with `scheme`, `vllm_default`,
+(MoE) `num_tokens` and `mode` present. A row that recorded a field keeps it; a row whose dict lacks
+the key gets it by the rule the runner applies now (`cases.backends.scheme_of`,
+`vllm_rules.dispatch.default_match` for the compute capability the environment recorded), an
+old MoE row ran num_tokens = M (runs before expert-parallel token scaling), and a row from before
+timing modes ran in the mode its run's settings.cuda_graph says. Facts that cannot be derived are
+marked instead: a timed row from before percentiles says so in `spread_note`, one from before
+correctness checks in `check_note`. Also the checkpoint's FP8 scheme as the plan records it, with
+the defaults for plans that predate it.
 """
 
 from __future__ import annotations
@@ -35,8 +38,26 @@ def environment_cc(results: dict[str, Any]) -> tuple[int, int] | None:
     return compute_capability(gpu) if isinstance(gpu, dict) else None
 
 
-def _with_facts(raw: dict[str, Any], cc: tuple[int, int] | None, expert_parallel: bool) -> Row:
-    row = row_from_dict(raw)
+#: How a timed row written before percentiles / correctness checks is marked.
+NO_SPREAD_RECORDED = "recorded before per-iteration times were kept: median and std only"
+NO_CHECK_RECORDED = "recorded before correctness checks: not checked"
+
+
+def _marked(row: Row, raw: dict[str, Any], mode: str) -> Row:
+    """`mode` for a row from before modes; the marks of a timed row from before spreads/checks."""
+    marks: dict[str, Any] = {}
+    if not row.mode:
+        marks["mode"] = mode
+    if row.median_us is not None and "n_samples" not in raw and not row.spread_note:
+        marks["spread_note"] = NO_SPREAD_RECORDED
+    if row.median_us is not None and "check" not in raw and not row.check_note:
+        marks["check_note"] = NO_CHECK_RECORDED
+    return replace(row, **marks) if marks else row
+
+
+def _with_facts(raw: dict[str, Any], cc: tuple[int, int] | None, expert_parallel: bool,
+                mode: str = "graph") -> Row:
+    row = _marked(row_from_dict(raw), raw, mode)
     scheme = row.scheme if "scheme" in raw else scheme_of(row.kind, row.dtype, row.routine,
                                                           row.backend, row.variant)
     match = row.vllm_default if "vllm_default" in raw else default_match(
@@ -51,7 +72,9 @@ def rows_with_facts(results: dict[str, Any], plan: Plan | None) -> list[Row]:
     """Every row of `results`, with the facts it lacks derived (see the module docstring)."""
     cc = environment_cc(results)
     expert_parallel = plan is not None and plan.ep > 1
-    return [_with_facts(raw, cc, expert_parallel) for raw in results.get("rows", [])]
+    settings = results.get("settings") if isinstance(results.get("settings"), dict) else {}
+    mode = "eager" if settings.get("cuda_graph") is False else "graph"
+    return [_with_facts(raw, cc, expert_parallel, mode) for raw in results.get("rows", [])]
 
 
 @dataclass(frozen=True)
@@ -83,5 +106,5 @@ def checkpoint_scheme(plan: Plan | None) -> CheckpointScheme:
                             "per-tensor FP8 of its weights")
 
 
-__all__ = ["DEFAULT_FP8_SCHEME", "compute_capability", "environment_cc", "rows_with_facts",
-           "CheckpointScheme", "checkpoint_scheme"]
+__all__ = ["DEFAULT_FP8_SCHEME", "NO_SPREAD_RECORDED", "NO_CHECK_RECORDED", "compute_capability", "environment_cc",
+           "rows_with_facts", "CheckpointScheme", "checkpoint_scheme"]

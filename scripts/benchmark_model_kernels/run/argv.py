@@ -1,25 +1,37 @@
 """A driver case's full argv: the argv cases/build.py made, plus the run settings.
 
 In: a Case (its `driver_args`, starting with "--routine") and the RunSettings. Out: the argv the
-worker hands to FlashInfer's driver, the same line testlist.txt and cases.json record.
+worker hands to FlashInfer's driver, the same line testlist.txt and cases.json record; and
+`case_settings`, the settings one case is timed with (its mode decides CUDA graphs).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..cases.schema import Case
+from .correctness import DRIVER_REFCHECK
 from .results import RunSettings
+
+
+def case_settings(case: Case, settings: RunSettings) -> RunSettings:
+    """The run's settings for one case: CUDA graphs on for a "graph" case, off for an "eager" one."""
+    return dataclasses.replace(settings, cuda_graph=case.mode != "eager")
 
 
 def driver_argv(case: Case, settings: RunSettings) -> list[str]:
     """The case's full driver argv: its own args + timing flags + `-v` + `--case_tag <case_id>`.
 
     GEMM and MoE routines (the only ones planned) define --autotune; `--autotune_cache` is passed
-    only with autotuning so --no_autotune really means default tactics.
+    only with autotuning so --no_autotune really means default tactics. `--refcheck` is passed
+    where the routine has a reference check (correctness.DRIVER_REFCHECK) and checks are on.
     """
     argv = list(case.driver_args)
     argv += ["--num_iters", str(settings.num_iters), "--dry_run_iters", str(settings.dry_run_iters)]
-    if not settings.cuda_graph:
+    if case.mode == "eager":
         argv.append("--no_cuda_graph")
+    if settings.check and case.routine in DRIVER_REFCHECK and "--refcheck" not in argv:
+        argv.append("--refcheck")
     if settings.autotune:
         argv.append("--autotune")
         if settings.autotune_cache:
@@ -31,4 +43,4 @@ def driver_argv(case: Case, settings: RunSettings) -> list[str]:
     return argv
 
 
-__all__ = ["driver_argv"]
+__all__ = ["case_settings", "driver_argv"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..cases.backends import TORCH, TRITON, backend_names
 from ..cases.build import check_filters
 from ..cases.capabilities import HAND, load_capabilities
-from ..cases.schema import DTYPES
+from ..cases.schema import DTYPES, MODES
 from ..errors import UsageError
 from ..files import path_arg
 from .pool import has_driver
@@ -92,8 +92,17 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         help="Warm-up iterations per case (also autotune warm-up calls), e.g. --dry_run_iters 10 "
         f"(default {RunSettings.dry_run_iters}).")
     g.add_argument(
+        "--modes", nargs="+", metavar="MODE", choices=MODES, default=None,
+        help="Timing modes, e.g. --modes graph eager: graph replays each op in a CUDA graph (how "
+        "vLLM runs decode); eager launches it plainly, so launch overhead shows, and counts the "
+        "GPU launches of one call with CUPTI. Each mode is its own row (default: graph).")
+    g.add_argument(
         "--no_cuda_graph", action="store_true",
-        help="Time plain launches instead of replaying a CUDA graph (adds launch overhead).")
+        help="Same as --modes eager: time plain launches instead of replaying a CUDA graph.")
+    g.add_argument(
+        "--no_check", action="store_true",
+        help="Skip the correctness check (one extra call per case, outside the timed region, "
+        "compared with an FP32 reference; the driver's --refcheck for FlashInfer rows).")
     g.add_argument(
         "--no_autotune", action="store_true",
         help="Skip FlashInfer's autotuner (default tactics; faster, usually slower kernels).")
@@ -134,6 +143,23 @@ def check_settings(args: argparse.Namespace) -> None:
     if not args.case_timeout > 0 or math.isinf(args.case_timeout):
         raise UsageError("--case_timeout", args.case_timeout,
                          "must be a positive, finite number of seconds, e.g. --case_timeout 300")
+    modes_of(args)
+
+
+def modes_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The timing modes --modes and --no_cuda_graph ask for (default graph); raises UsageError."""
+    modes = getattr(args, "modes", None)
+    if getattr(args, "no_cuda_graph", False):
+        if modes and modes != ["eager"]:
+            raise UsageError("--no_cuda_graph", "(given)", f"means --modes eager, but --modes is "
+                             f"{' '.join(modes)}; drop one of the two")
+        return ("eager",)
+    if not modes:
+        return ("graph",)
+    if len(set(modes)) != len(modes):
+        raise UsageError("--modes", " ".join(modes), "lists a mode twice; give each once, e.g. "
+                         "--modes graph eager")
+    return tuple(modes)
 
 
 def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
@@ -142,7 +168,9 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
     return RunSettings(
         dry_run_iters=args.dry_run_iters,
         num_iters=args.num_iters,
-        cuda_graph=not args.no_cuda_graph,
+        cuda_graph="graph" in modes_of(args),
+        modes=modes_of(args),
+        check=not getattr(args, "no_check", False),
         autotune=not args.no_autotune,
         autotune_cache=os.path.abspath(cache),
         allow_cuda_events=args.allow_cuda_events,
@@ -251,6 +279,7 @@ __all__ = [
     "add_run_arguments",
     "check_settings",
     "detect_gpu",
+    "modes_of",
     "parse_cc",
     "settings_from_args",
     "validate_args",

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cases.schema import Case, GemmShape, MoeShape
+from .correctness import DRIVER_REFCHECK
+from .driver_capture import driver_spread
 from .results import Row, RunSettings
-from .timing import cupti_fallback_in, cupti_fallback_reason
+from .timing import cupti_fallback_in, cupti_fallback_reason, percentiles
 
 _NO_BACKENDS = re.compile(r"\[ERROR\] No backends (?:passed validation|to test)\. Exiting\.")
 _DOES_NOT_SUPPORT = re.compile(r"\[INFO\] (\S+) backend does not support (this configuration: .*|autotune)")
@@ -36,6 +38,9 @@ _NOT_ON_CC = re.compile(r"\[WARNING\] \S+ for routine \S+ is not supported on co
 _LOGGER_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # "2026-11-30 20:22:02,227 - INFO - ..."
 _ERROR_LINE = re.compile(r"\[ERROR\] Error: (.*)")
 _ARGPARSE_ERROR = re.compile(r"^\S*: error: .*$", re.MULTILINE)
+#: The driver's --refcheck failure (benchmarks/routines/gemm.py: `raise AssertionError(f"[ERROR]
+#: Backend {b} output mismatch with cos_sim={cos_sim}")`, or "... with {n} elements").
+_REFCHECK_MISMATCH = re.compile(r"output mismatch with (?:cos_sim=\S+|\d+ elements)")
 #: A probe failure with these words is a fault of the run, not a statement of (non-)support.
 _FAULT = re.compile(
     r"CUDA error|out of memory|illegal memory|device-side assert|launch failure|Segmentation",
@@ -121,13 +126,19 @@ class Outcome:
     """What one case produced, before it becomes a results Row."""
 
     status: str
-    """"ok", "unsupported" or "failed"."""
+    """"ok", "unsupported", "failed" or "incorrect"."""
     reason: str = ""
     """Why there is no number, quoting the driver; or a caveat on an ok number."""
     median_us: float | None = None
     std_us: float | None = None
     timer: str = ""
     """"cupti", "cuda_graph" or "cuda_events"; "" when nothing was timed."""
+    samples_us: tuple[float, ...] = ()
+    """Per-iteration times (empty: `spread_note` says why)."""
+    spread_note: str = ""
+    launches_per_call: float | None = None
+    check: dict[str, Any] = field(default_factory=dict)
+    """The Row's correctness fields (correctness.CheckResult.fields), {} when there is none."""
 
 
 @dataclass(frozen=True)
@@ -149,12 +160,12 @@ def apply_timer_policy(outcome: Outcome, timer: str, evidence: str, settings: Ru
 
     `timer` is what actually timed it; `evidence` the output line that says why it is not CUPTI.
     """
-    if outcome.status != "ok" or timer == "cupti":
-        return Outcome(outcome.status, outcome.reason, outcome.median_us, outcome.std_us, timer)
+    if outcome.status not in ("ok", "incorrect") or timer == "cupti":
+        return replace(outcome, timer=timer)
     if settings.allow_cuda_events:
         note = f"timed with {timer}, not CUPTI (--allow_cuda_events)"
         reason = f"{outcome.reason}; {note}" if outcome.reason else note
-        return Outcome("ok", reason, outcome.median_us, outcome.std_us, timer)
+        return replace(outcome, reason=reason, timer=timer)
     return Outcome(
         "failed",
         f"timed with {timer}, not CUPTI (measured {outcome.median_us:.2f} us, not comparable): "
@@ -164,6 +175,28 @@ def apply_timer_policy(outcome: Outcome, timer: str, evidence: str, settings: Ru
         None,
         timer,
     )
+
+
+def with_check(outcome: Outcome, check: dict[str, Any]) -> Outcome:
+    """An ok outcome with its correctness fields; status "incorrect" (reason: the numbers) when
+    the check failed."""
+    if outcome.status != "ok" or not check:
+        return replace(outcome, check=dict(check))
+    if check.get("check") == "failed":
+        reason = "; ".join(x for x in (f"output incorrect: {check.get('check_note', '')}", outcome.reason) if x)
+        return replace(outcome, status="incorrect", reason=reason, check=dict(check))
+    return replace(outcome, check=dict(check))
+
+
+def driver_check(routine: str, settings: RunSettings) -> dict[str, Any]:
+    """The check fields of a driver row that wrote its CSV row: the driver's --refcheck passed
+    (it raises on a mismatch), or why there was none."""
+    if not settings.check:
+        return {"check": "", "check_note": "not checked (--no_check)"}
+    if routine in DRIVER_REFCHECK:
+        return {"check": "passed", "check_note": f"FlashInfer driver --refcheck: {DRIVER_REFCHECK[routine]}"}
+    return {"check": "", "check_note": f"not checked: FlashInfer's driver has no reference check for "
+            f"{routine} (v0.6.17 benchmarks/routines/moe.py)"}
 
 
 def timer_from_output(text: str, settings: RunSettings) -> tuple[str, str]:
@@ -245,9 +278,9 @@ def pick_row(csv_rows: list[dict[str, str]], backend: str) -> dict[str, str]:
 
 def classify_driver_case(
     log_text: str, csv_rows: list[dict[str, str]], reply: WorkerReply, settings: RunSettings,
-    backend: str = "",
+    backend: str = "", routine: str = "",
 ) -> Outcome:
-    """ok / unsupported / failed for one driver case (see the module docstring)."""
+    """ok / unsupported / failed / incorrect for one driver case (see the module docstring)."""
     ans = reply.answer
     text = log_text + "\n" + "\n".join(ans.get("warnings") or [])
     if reply.lost:
@@ -266,7 +299,10 @@ def classify_driver_case(
             return Outcome("failed", f"driver CSV row has no numeric median_time: {row.get('median_time')!r}")
         if ans.get("poisoned"):
             caveat = "; ".join(x for x in (caveat, f"CUDA error after timing: {ans['poisoned']}") if x)
-        out = Outcome("ok", caveat, median_us, std_us)
+        spread = driver_spread(ans.get("bench_calls"), median_us)
+        out = Outcome("ok", caveat, median_us, std_us, samples_us=spread.samples_us,
+                      spread_note=spread.note, launches_per_call=spread.launches_per_call,
+                      check=driver_check(routine, settings) if routine else {})
         return apply_timer_policy(out, *timer_from_output(text, settings), settings)
     if ans.get("systemexit"):
         m = _ARGPARSE_ERROR.findall(log_text)
@@ -276,6 +312,11 @@ def classify_driver_case(
         errs = _ERROR_LINE.findall(log_text)
         error = (f"[ERROR] Error: {errs[-1].strip()} ({ans['exception'].split(':', 1)[0]})" if errs
                  else ans["exception"])
+        if ans["exception"].startswith("AssertionError") and _REFCHECK_MISMATCH.search(ans["exception"]):
+            rule = DRIVER_REFCHECK.get(routine, "the driver's reference check")
+            note = f"FlashInfer driver --refcheck failed ({rule}): {ans['exception']}"
+            return Outcome("incorrect", f"output incorrect: {note}", timer=timer_from_output(text, settings)[0],
+                           check={"check": "failed", "check_note": note})
         return Outcome("failed", _led_by_setup_problem(error, backend or "the case", "driver said"))
     verdict = _NO_BACKENDS.search(log_text)
     if verdict:
@@ -299,7 +340,10 @@ def classify_driver_case(
 #:                      (token, expert) pair of the seeded routing reached this rank's ..."), and
 #:                      last, from `timing.bench`, FlashInfer's CUPTI-fallback warning, which is
 #:                      evidence for the timer, not a remark (`split_measurement_note`)
-MEASUREMENT_KEYS = ("median_us", "std_us", "timer", "note")
+#:   samples_us         per-iteration times, microseconds
+#:   launches_per_call  eager cases: launches of one call (run/launches.py), else null
+#:   check              correctness.CheckResult.fields of the extra checked call, {} when none
+MEASUREMENT_KEYS = ("median_us", "std_us", "timer", "note", "samples_us", "launches_per_call", "check")
 
 
 def split_measurement_note(note: str) -> tuple[str, str]:
@@ -330,13 +374,27 @@ def classify_python_case(log_text: str, reply: WorkerReply, settings: RunSetting
         return Outcome("failed", "no measurement returned" + (f"; last output: {tail(log_text)}" if log_text else ""))
     remarks, fallback_warning = split_measurement_note(m.get("note") or "")
     caveat = f"CUDA error after timing: {ans['poisoned']}" if ans.get("poisoned") else ""
-    out = Outcome("ok", "; ".join(x for x in (caveat, remarks) if x), m["median_us"], m["std_us"])
+    samples = tuple(float(x) for x in m.get("samples_us") or ())
+    out = Outcome("ok", "; ".join(x for x in (caveat, remarks) if x), m["median_us"], m["std_us"],
+                  samples_us=samples, spread_note="" if samples else "no per-iteration times returned",
+                  launches_per_call=m.get("launches_per_call"))
+    out = with_check(out, m.get("check") or {})
     text = log_text + "\n" + "\n".join(ans.get("warnings") or [])
     timer = m.get("timer") or "cupti"
     if timer == "cupti" and (fallback_warning or cupti_fallback_in(text)):
         timer = fallback_timer(settings.cuda_graph)  # the warning wins over a claimed "cupti"
     evidence = fallback_warning or cupti_fallback_reason(text) or f"the backend reported timer {timer!r}"
     return apply_timer_policy(out, timer, evidence, settings)
+
+
+def spread_fields(outcome: Outcome) -> dict[str, Any]:
+    """The Row's percentile fields from the outcome's samples (none for an untimed outcome)."""
+    if outcome.median_us is None:
+        return {}
+    if not outcome.samples_us:
+        return {"spread_note": outcome.spread_note or "no per-iteration times recorded"}
+    return {**percentiles(outcome.samples_us), "n_samples": len(outcome.samples_us),
+            "samples_us": [round(x, 4) for x in outcome.samples_us], "spread_note": outcome.spread_note}
 
 
 def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -> Row:
@@ -358,7 +416,8 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
         variant=case.variant, with_quant=case.with_quant, scheme=case.scheme,
         vllm_default=case.vllm_default, **shape,
         median_us=outcome.median_us, std_us=outcome.std_us, quant_us=quant_us,
-        status=outcome.status, reason=outcome.reason, timer=outcome.timer,
+        status=outcome.status, reason=outcome.reason, timer=outcome.timer, mode=case.mode,
+        launches_per_call=outcome.launches_per_call, **spread_fields(outcome), **outcome.check,
     )
 
 
@@ -371,6 +430,7 @@ __all__ = [
     "apply_timer_policy",
     "classify_driver_case",
     "classify_python_case",
+    "driver_check",
     "fallback_timer",
     "no_backends_outcome",
     "pick_row",
@@ -378,7 +438,9 @@ __all__ = [
     "row_from_case",
     "setup_problem",
     "split_measurement_note",
+    "spread_fields",
     "support_statements",
     "tail",
     "timer_from_output",
+    "with_check",
 ]

@@ -23,9 +23,12 @@ def progress_line(i: int, total: int, case: Case, row: Row, elapsed: float, eta:
     tokens = getattr(case.logical, "num_tokens", case.m)
     m_text = f"m={case.m}" + (f" (num_tokens={tokens})" if tokens != case.m else "")
     what = (f"[{i:>{width}}/{total}] {case.kind} {case.name} {m_text} {case.dtype} {case.backend}"
-            + (f" {case.variant}" if case.variant else "") + (" +quant" if case.with_quant else ""))
+            + (f" {case.variant}" if case.variant else "") + (" +quant" if case.with_quant else "")
+            + (" eager" if case.mode == "eager" else ""))
     if row.status == "ok":
         result = f"ok {row.median_us:.1f} us"
+        if row.launches_per_call is not None:
+            result += f", {row.launches_per_call:g} launches"
     else:
         result = f"{row.status}: {row.reason[:100]}"
     eta_s = f"~{_clock(eta)}" if eta is not None else "after warm-up"

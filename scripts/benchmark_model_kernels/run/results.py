@@ -4,6 +4,7 @@ results.json layout (schema_version 1):
 
     {
       "schema_version": 1,
+      "run_id": "20261130T210500Z-3f2a9c1e",                          # unique per run (new_run_id)
       "tool": {"name": "benchmark-model-kernels", "version": "..."},
       "command": ["scripts/benchmark_model.py", "llama-3.1-8b", ...],   # argv as run
       "timestamp": "2026-11-30T21:05:00+00:00",                      # UTC, ISO 8601
@@ -15,8 +16,10 @@ results.json layout (schema_version 1):
     }
 
 Every Case yields exactly one Row; a Row's `status` is "ok" (a measured number), "unsupported"
-(GPU capability or a known shape limit rules it out; `reason` says which) or "failed" (unexpected
-error, crash or timeout; `reason` quotes the driver's own message).
+(GPU capability or a known shape limit rules it out; `reason` says which), "failed" (unexpected
+error, crash or timeout; `reason` quotes the driver's own message) or "incorrect" (timed, but its
+output missed the reference beyond the recipe's tolerance; `reason` has the numbers). The JSON
+Schema of this layout is references/results.schema.json.
 
 `validate_results(payload)` checks a results.json read back (the report's input, and the rows
 --resume keeps) against this layout: a `ResultsError` (a ValueError) names the JSON path, e.g.
@@ -26,10 +29,13 @@ error, crash or timeout; `reason` quotes the driver's own message).
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
 import os
+import re
+import secrets
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
 
@@ -39,8 +45,15 @@ from ..plan.schema import PlanError, validate_plan_dict
 RESULTS_SCHEMA_VERSION = 1
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "combined_results.csv"
-STATUSES = ("ok", "unsupported", "failed")
+#: "incorrect": timed, but the output missed its reference beyond the recipe's tolerance
+#: (run/correctness.py); it counts as failed for the exit code and has no number in the report.
+STATUSES = ("ok", "unsupported", "failed", "incorrect")
 TIMERS = ("cupti", "cuda_events", "cuda_graph", "")
+#: How a row was timed: replaying a CUDA graph, or plain launches ("" = written before modes were
+#: recorded; the run's settings.cuda_graph says which).
+MODES = ("graph", "eager")
+#: A row's correctness check: "passed", "failed" (the row is then status "incorrect"), "" = none.
+CHECKS = ("passed", "failed", "")
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,8 @@ class RunSettings:
     num_iters: int = 30
     """Measured iterations (FlashInfer --num_iters)."""
     cuda_graph: bool = True
-    """Replay the op in a CUDA graph (FlashInfer default; --no_cuda_graph turns it off)."""
+    """Replay the op in a CUDA graph (FlashInfer default). In the run's record: whether "graph" is
+    among `modes`; for one case (run/argv.py `case_settings`): whether that case replays a graph."""
     autotune: bool = True
     """FlashInfer autotuning before timing (--no_autotune turns it off)."""
     autotune_cache: str = ""
@@ -63,6 +77,19 @@ class RunSettings:
     """Seconds one case may take before its worker process is killed and the case marked failed."""
     cold_l2: bool = True
     """L2 flushed before every iteration (always true for FlashInfer's GEMM/MoE routines)."""
+    modes: tuple[str, ...] = ("graph",)
+    """Timing modes every case runs in (--modes): "graph" (CUDA-graph replay) and/or "eager"."""
+    check: bool = True
+    """Compare each case's output with a reference once, outside the timed region (--no_check)."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSettings:
+        """The settings `asdict` wrote (JSON turns the modes tuple into a list)."""
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in d.items() if k in known}
+        if "modes" in kept:
+            kept["modes"] = tuple(kept["modes"])
+        return cls(**kept)
 
 
 @dataclass(frozen=True)
@@ -128,24 +155,61 @@ class Row:
     pct_peak_bandwidth: float | None = None
     """100 * tb_per_sec / the GPU's HBM peak."""
     status: str = "failed"
-    """"ok", "unsupported" or "failed"."""
+    """"ok", "unsupported", "failed" or "incorrect" (timed, output beyond tolerance)."""
     reason: str = ""
     """Why there is no number (unsupported/failed), or a caveat for ok rows."""
     timer: str = ""
     """"cupti", "cuda_events" or "cuda_graph": what actually timed the row ("" when not run)."""
+    # --- how it was timed, and the spread of its samples
+    mode: str = ""
+    """"graph" (CUDA-graph replay) or "eager" (plain launches); "" in rows written before modes."""
+    p10_us: float | None = None
+    """10th percentile of the per-iteration times (for with_quant rows: of kernel + quant sums)."""
+    p50_us: float | None = None
+    p90_us: float | None = None
+    p99_us: float | None = None
+    n_samples: int | None = None
+    """Timed iterations the percentiles come from."""
+    spread_note: str = ""
+    """Why a timed row has no percentiles, or how they were formed (with_quant rows)."""
+    launches_per_call: float | None = None
+    """Eager rows: GPU kernels (plus memsets/memcpys) one call launches, counted with CUPTI
+    activity records."""
+    # --- correctness against a reference (one extra call outside the timed region)
+    check: str = ""
+    """"passed", "failed" (then status is "incorrect") or "" (not checked: check_note says why)."""
+    max_abs_err: float | None = None
+    """max |out - ref| over the output (same units as the output)."""
+    rel_l2_err: float | None = None
+    """||out - ref||_2 / ||ref||_2."""
+    argmax_match: float | None = None
+    """GEMMs: fraction of output rows whose argmax equals the reference's."""
+    check_note: str = ""
+    """What the check compared against and its tolerance, or why there is no check."""
+    samples_us: list[float] | None = None
+    """Per-iteration times (results.json only; the CSV carries the percentiles)."""
 
 
-CSV_COLUMNS = tuple(f.name for f in fields(Row))
+#: Row fields results.json holds but the long-form CSV leaves out (lists, not one value).
+JSON_ONLY_FIELDS = ("samples_us",)
+#: Run facts every CSV line starts with, so CSVs of many runs concatenate into one table.
+RUN_COLUMNS = ("run_id", "gpu", "compute_capability", "model", "tp", "ep", "tool_version",
+               "flashinfer_version")
+ROW_COLUMNS = tuple(f.name for f in fields(Row) if f.name not in JSON_ONLY_FIELDS)
+
+
+CSV_COLUMNS = RUN_COLUMNS + ROW_COLUMNS
 
 
 #: Row field -> the strings it may hold.
-ROW_CHOICES: dict[str, tuple[str, ...]] = {"kind": ("gemm", "moe"), "status": STATUSES, "timer": TIMERS}
+ROW_CHOICES: dict[str, tuple[str, ...]] = {"kind": ("gemm", "moe"), "status": STATUSES, "timer": TIMERS,
+                                           "mode": (*MODES, ""), "check": CHECKS}
 #: Row int fields that count something (at least 1); the other int fields are sizes >= 0.
 ROW_POSITIVE = ("layers", "m")
 #: Top-level results.json keys besides schema_version and rows -> the JSON type they hold.
 TOP_LEVEL_TYPES: dict[str, tuple[type, ...]] = {
     "tool": (dict,), "command": (list,), "timestamp": (str,), "environment": (dict,), "settings": (dict,),
-    "plan": (dict, type(None)), "notes": (dict,),
+    "plan": (dict, type(None)), "notes": (dict,), "run_id": (str,),
 }
 _JSON_TYPE = {dict: "an object", list: "a list", str: "a string", type(None): "null"}
 
@@ -177,9 +241,15 @@ def _row_value_fix(name: str, annotation: str, value: object) -> str | None:
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
         return None if ok else f"must be {_row_wanted(name, base)}"
     if base == "float":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isinf(value)
-        return None if ok else "must be a number (or null)"
+        return None if _is_number(value) else "must be a number (or null)"
+    if base == "list[float]":
+        ok = isinstance(value, list) and all(_is_number(v) for v in value)
+        return None if ok else "must be a list of numbers (or null)"
     return None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isinf(value)
 
 
 def _row_wanted(name: str, base: str) -> str:
@@ -231,7 +301,7 @@ def validate_results(payload: object) -> None:
 
 
 def row_from_dict(d: dict[str, Any]) -> Row:
-    names = set(CSV_COLUMNS)
+    names = {f.name for f in fields(Row)}
     return Row(**{k: v for k, v in d.items() if k in names})
 
 
@@ -248,16 +318,57 @@ def rows_of(results: dict[str, Any]) -> list[Row]:
     return [row_from_dict(r) for r in results.get("rows", [])]
 
 
-def csv_text(rows: Iterable[Row]) -> str:
-    """The long-form CSV: one row per measurement, CSV_COLUMNS, empty cells for None."""
+def new_run_id(timestamp: str) -> str:
+    """A run id unique across machines: the UTC start time and 8 random hex digits,
+    e.g. "20261130T210500Z-3f2a9c1e"."""
+    compact = re.sub(r"[^0-9T]", "", timestamp.split("+", 1)[0]) + "Z"
+    return f"{compact}-{secrets.token_hex(4)}"
+
+
+def derived_run_id(results: dict[str, Any]) -> str:
+    """The run id of a results.json; one written before run ids is named by a digest of its
+    timestamp and command ("legacy-<12 hex>"), the same on every read."""
+    if isinstance(results.get("run_id"), str) and results["run_id"]:
+        return str(results["run_id"])
+    basis = json.dumps([results.get("timestamp"), results.get("command")], sort_keys=True)
+    return "legacy-" + hashlib.sha256(basis.encode()).hexdigest()[:12]
+
+
+def run_facts(results: dict[str, Any]) -> dict[str, Any]:
+    """RUN_COLUMNS of a results.json ("" where it did not record a fact)."""
+    env, plan, tool = (_object(results, key) for key in ("environment", "plan", "tool"))
+    gpu, versions, model = _object(env, "gpu"), _object(env, "versions"), _object(plan, "model")
+    cc = gpu.get("compute_capability")
+    if isinstance(cc, (list, tuple)):
+        cc = ".".join(str(x) for x in cc)
+    facts = {
+        "run_id": derived_run_id(results), "gpu": gpu.get("name"), "compute_capability": cc,
+        "model": model.get("name"), "tp": plan.get("tp"), "ep": plan.get("ep"),
+        "tool_version": tool.get("version"), "flashinfer_version": versions.get("flashinfer_wheel"),
+    }
+    return {k: "" if v is None else v for k, v in facts.items()}
+
+
+def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """parent[key] when it is an object, else {} (facts a results.json did not record)."""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:
+    """The long-form CSV: one line per measurement, CSV_COLUMNS (the run's `facts`, `run_facts`,
+    then the row's fields), empty cells for None."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
+    run = [(facts or {}).get(c, "") for c in RUN_COLUMNS]
     for r in rows:
         d = asdict(r)
-        w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
+        w.writerow(run + ["" if d[c] is None else d[c] for c in ROW_COLUMNS])
     return buf.getvalue()
 
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS", "RunSettings", "Row",
-           "CSV_COLUMNS", "ResultsError", "validate_results", "row_from_dict", "load_results", "rows_of", "csv_text"]
+__all__ = ["RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS", "MODES", "CHECKS",
+           "RunSettings", "Row", "JSON_ONLY_FIELDS", "RUN_COLUMNS", "ROW_COLUMNS", "CSV_COLUMNS", "ResultsError",
+           "validate_results", "row_from_dict", "load_results", "rows_of", "new_run_id", "derived_run_id",
+           "run_facts", "csv_text"]

@@ -15,6 +15,7 @@ worker ends with the run however the run ends: pool.py, lifetime.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import math
 import os
@@ -32,7 +33,7 @@ from ..errors import UsageError, cli_main
 from ..files import disk_full_as_usage_error, write_json_atomic, write_text_atomic
 from ..plan.schema import Plan
 from . import roofline
-from .argv import driver_argv
+from .argv import case_settings, driver_argv
 from .flags import Gpu, RunRequest, validate_args
 from .interrupts import interrupt_exit_code, interrupt_signal, stop_signals_raise
 from .outcome import (
@@ -46,10 +47,23 @@ from .outcome import (
 from .pool import WorkerPool, no_download_note
 from .progress import EtaEstimator, progress_line
 from .quant_timing import QUANT_TIMING_NOTE
-from .results import RESULTS_CSV, RESULTS_JSON, RESULTS_SCHEMA_VERSION, Row, RunSettings, csv_text
+from .results import (
+    RESULTS_CSV,
+    RESULTS_JSON,
+    RESULTS_SCHEMA_VERSION,
+    Row,
+    RunSettings,
+    csv_text,
+    derived_run_id,
+    load_results,
+    new_run_id,
+    run_facts,
+)
+from .timing import sum_percentiles
 from .workdir import (
     CASE_DIR,
     DRIVER_LOG,
+    PREV_RESULTS,
     TESTLIST,
     check_workdir,
     dry_run,
@@ -70,7 +84,10 @@ TIMING_NOTE = (
     "Driver rows: FlashInfer's benchmarks/flashinfer_benchmark.py run in-process by a worker "
     "(bench_gpu_time: CUPTI kernel spans, cold L2 flushed before every iteration, CUDA graph "
     "unless --no_cuda_graph), median and std over --num_iters after --dry_run_iters warm-ups. "
-    "torch rows: the same bench_gpu_time. Each row's `timer` says what timed it."
+    "torch rows: the same bench_gpu_time. Each row's `timer` says what timed it. Every timed row "
+    "keeps its per-iteration times (samples_us) and their p10/p50/p90/p99; driver rows get them "
+    "from the bench_gpu_time call the driver makes (run/driver_capture.py). Eager rows (--modes "
+    "eager) time without CUDA graphs and count the launches of one call with CUPTI."
 )
 
 
@@ -80,9 +97,11 @@ CapabilityProbe = Callable[[str | None], Capabilities]
 
 
 def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: Iterable[str] | None,
-               compute_capability: tuple[int, int] | None, caps: Capabilities = HAND) -> list[Case]:
-    """The plan's cases under these filters (build_cases, which also refuses duplicate case ids);
-    a --backends value that matches no case is a UsageError naming the backends there are."""
+               compute_capability: tuple[int, int] | None, modes: Iterable[str] = ("graph",),
+               caps: Capabilities = HAND) -> list[Case]:
+    """The plan's cases under these filters (build_cases, which also refuses duplicate case ids),
+    each once per timing mode; a --backends value that matches no case is a UsageError naming the
+    backends there are. `caps`: what the installed FlashInfer says about its backends."""
     ms = list(ms)
     built = case_building.build_cases(plan, ms, list(dtypes), list(backends) if backends else None,
                                       compute_capability, caps)
@@ -95,7 +114,7 @@ def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: I
                 known = " ".join(sorted({c.backend for c in everything})) or "(none)"
                 raise UsageError("--backends", b, f"matches no case of this plan and these --dtypes; "
                                  f"choose from: {known}")
-    return built
+    return case_building.with_modes(built, list(modes))
 
 
 def missing_driver_reason(environment: dict[str, Any]) -> str:
@@ -175,11 +194,12 @@ class Runner:
 
     def _request(self, case: Case, job: str) -> tuple[dict[str, Any], list[str] | None]:
         stem = os.path.join(self.case_dir, case.case_id + (".quant" if job == "quant" else ""))
+        settings = case_settings(case, self.settings)
         req: dict[str, Any] = {"job": job, "case_id": case.case_id, "log_path": stem + ".log",
-                               "csv_path": stem + ".csv", "settings": asdict(self.settings)}
+                               "csv_path": stem + ".csv", "settings": asdict(settings)}
         argv = None
         if job == "driver":
-            argv = driver_argv(case, self.settings)
+            argv = driver_argv(case, settings)
             req["argv"] = argv
         else:
             req["case"] = case.to_dict()
@@ -199,11 +219,12 @@ class Runner:
         if reply.lost and not log_text.strip():
             # Died before the case started writing (start-up): the worker log says why.
             log_text = _tail_file(os.path.join(self.case_dir, "worker.log"))
+        settings = case_settings(case, self.settings)
         if job == "driver":
             outcome = classify_driver_case(log_text, read_driver_csv(req["csv_path"]), reply,
-                                           self.settings, case.backend)
+                                           settings, case.backend, case.routine)
         else:
-            outcome = classify_python_case(log_text, reply, self.settings)
+            outcome = classify_python_case(log_text, reply, settings)
         return outcome, argv, req["log_path"]
 
     def run_one(self, case: Case) -> Row:
@@ -224,6 +245,8 @@ class Runner:
             return row_from_case(case, Outcome("failed", f"base case {case.base_case_id} is not in this run"))
         if base.status == "unsupported":
             return row_from_case(case, Outcome("unsupported", f"base case unsupported: {base.reason}"))
+        if base.status == "incorrect":
+            return row_from_case(case, Outcome("incorrect", f"base case incorrect: {base.reason}"))
         if base.status != "ok" or base.median_us is None:
             return row_from_case(case, Outcome("failed", f"base case failed: {base.reason}"))
         q, argv, log_path = self._execute(case, "quant")
@@ -235,8 +258,14 @@ class Runner:
             timer = base.timer if q.timer == base.timer else next(t for t in (q.timer, base.timer) if t != "cupti")
             std = math.hypot(base.std_us or 0.0, q.std_us or 0.0)
             reason = "; ".join(x for x in (base.reason, q.reason) if x)
-            row = row_from_case(case, Outcome("ok", reason, base.median_us + q.median_us, std, timer),
+            check = {k: getattr(base, k) for k in ("check", "max_abs_err", "rel_l2_err", "argmax_match",
+                                                   "check_note")}
+            launches = (None if base.launches_per_call is None or q.launches_per_call is None
+                        else base.launches_per_call + q.launches_per_call)
+            row = row_from_case(case, Outcome("ok", reason, base.median_us + q.median_us, std, timer,
+                                              launches_per_call=launches, check=check),
                                 quant_us=q.median_us)
+            row = dataclasses.replace(row, **_sum_spread(base, q))
         self._append_log(case, argv, log_path, row)
         return row
 
@@ -264,6 +293,18 @@ class Runner:
         return [self.rows[c.case_id] for c in self.cases]
 
 
+def _sum_spread(base: Row, quant: Outcome) -> dict[str, Any]:
+    """Percentile fields of a with_quant row: the distribution of kernel + quantization sums
+    (timing.sum_percentiles over the two sample sets), or why there are none."""
+    if not base.samples_us or not quant.samples_us:
+        part = "kernel" if not base.samples_us else "activation quantization"
+        return {"spread_note": f"no percentiles: the {part} part has no per-iteration times"}
+    return {**sum_percentiles(base.samples_us, quant.samples_us),
+            "n_samples": min(len(base.samples_us), len(quant.samples_us)), "samples_us": None,
+            "spread_note": f"percentiles of kernel + quantization over every pair of their "
+                           f"{len(base.samples_us)} x {len(quant.samples_us)} samples (timed separately)"}
+
+
 def _tail_file(path: str, limit: int = 4000) -> str:
     try:
         with open(path, "rb") as f:
@@ -287,8 +328,8 @@ def _notes(caps: Capabilities) -> dict[str, Any]:
 
 
 def exit_code(rows: Iterable[Row]) -> int:
-    """0 iff no row failed."""
-    return 1 if any(r.status == "failed" for r in rows) else 0
+    """0 iff no row failed or came out incorrect."""
+    return 1 if any(r.status in ("failed", "incorrect") for r in rows) else 0
 
 
 def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdir: str,
@@ -304,11 +345,13 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         print(f"resume: kept {len(kept)} of {n_prev} earlier rows; "
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
     write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
+    timestamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     header = {
         "schema_version": RESULTS_SCHEMA_VERSION,
+        "run_id": new_run_id(timestamp),
         "tool": {"name": "benchmark-model-kernels", "version": __version__},
         "command": list(command if command is not None else sys.argv),
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": timestamp,
         "environment": _environment(environment, flashinfer_repo),
         "settings": asdict(settings),
         "plan": plan.to_dict() if plan is not None else None,
@@ -316,6 +359,8 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
     }
     if resume and kept:
         header["notes"]["resumed"] = f"{len(kept)} rows kept from the previous run (results.prev.json)"
+        # A resumed run is the same run continued: its rows keep the run id they were written under.
+        header["run_id"] = derived_run_id(load_results(os.path.join(workdir, PREV_RESULTS)))
     runner = Runner(cases, settings, workdir, flashinfer_repo, header, gpu, kept, progress)
     runner.save()
     if any(c.driver_args and not c.skip_reason for c in cases):
@@ -327,13 +372,15 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         except KeyboardInterrupt as interrupt:
             return _save_interrupted(runner, interrupt, progress)
     runner.save()
-    write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows))
+    write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows, run_facts(runner.payload())))
     if report is not None:
         _write_report(report, workdir, progress)
     failed = [r for r in rows if r.status == "failed"]
+    incorrect = [r for r in rows if r.status == "incorrect"]
     n_ok = sum(r.status == "ok" for r in rows)
-    print(f"{len(rows)} rows: {n_ok} ok, {len(rows) - n_ok - len(failed)} unsupported, "
-          f"{len(failed)} failed -> {os.path.join(workdir, RESULTS_JSON)}", file=progress)
+    print(f"{len(rows)} rows: {n_ok} ok, {len(rows) - n_ok - len(failed) - len(incorrect)} unsupported, "
+          f"{len(failed)} failed, {len(incorrect)} incorrect -> {os.path.join(workdir, RESULTS_JSON)}",
+          file=progress)
     if plan is not None and plan.unsupported:
         print(f"note: the plan has {len(plan.unsupported)} module(s) it could not place; they have "
               "no rows (see the plan in results.json)", file=progress)
@@ -344,7 +391,7 @@ def _save_interrupted(runner: Runner, interrupt: KeyboardInterrupt, progress: Te
     """Write the rows measured before `interrupt`, say how to resume; 128 + its signal."""
     runner.save()
     done = [runner.rows[c.case_id] for c in runner.cases if c.case_id in runner.rows]
-    write_text_atomic(os.path.join(runner.workdir, RESULTS_CSV), csv_text(done))
+    write_text_atomic(os.path.join(runner.workdir, RESULTS_CSV), csv_text(done, run_facts(runner.payload())))
     try:
         print(f"interrupted by {interrupt_signal(interrupt).name} after {len(done)} of "
               f"{len(runner.cases)} rows; results.json and the CSV hold them; continue with the "
@@ -383,7 +430,7 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
     gpu = request.gpu
     caps = capabilities(request.flashinfer_repo)
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
-                       caps)
+                       request.settings.modes, caps)
     if not cases:
         raise UsageError("--dtypes", " ".join(request.dtypes), "no cases to run for this plan; "
                          "widen --dtypes/--backends")

@@ -3,15 +3,20 @@
 All timing goes through `flashinfer.testing.bench_gpu_time` (CUPTI, cold L2, CUDA graphs), so rows
 from different backends are comparable. FlashInfer silently falls back to CUDA events when CUPTI
 cannot be imported; `cupti_fallback_in` detects that from the warning text so such rows are never
-passed off as CUPTI numbers.
+passed off as CUPTI numbers. A Measurement keeps every per-iteration time: the median is the
+headline, `percentiles` the spread (p10/p50/p90/p99, linear interpolation between closest ranks,
+numpy's default), and `sum_percentiles` the spread of two separately timed parts added together.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
 import statistics
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 #: FlashInfer's warning when it cannot use CUPTI (flashinfer/testing/utils.py, v0.6.17):
 #: "CUPTI is not installed. Try 'pip install -U cupti-python'. Falling back to CUDA events ..." or
@@ -29,8 +34,45 @@ class Measurement:
     """"cupti", "cuda_events" or "cuda_graph": what actually produced the numbers."""
     note: str = ""
     """Caveat for the row's reason: the CUPTI-fallback warning, or what the timed op skipped."""
+    samples_us: tuple[float, ...] = ()
+    """Every timed iteration, in order (what the median and the percentiles come from)."""
+    launches_per_call: float | None = None
+    """Eager timing: kernels (plus memsets/memcpys) one call launches (run/launches.py)."""
+    check: dict = field(default_factory=dict)
+    """The correctness check's fields (run/correctness.py `CheckResult.fields`); {} = none."""
 
 
+#: The percentiles every timed row records, as (Row field, percent).
+PERCENTILES = (("p10_us", 10), ("p50_us", 50), ("p90_us", 90), ("p99_us", 99))
+
+
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    """{"p10_us", "p50_us", "p90_us", "p99_us"} of `samples` (linear interpolation between the
+    closest ranks, numpy.percentile's default); {} for no samples."""
+    data = sorted(float(x) for x in samples)
+    if not data:
+        return {}
+    if len(data) == 1:
+        return {name: data[0] for name, _ in PERCENTILES}
+    cuts = statistics.quantiles(data, n=100, method="inclusive")  # cuts[i] = percentile i + 1
+    return {name: cuts[pct - 1] for name, pct in PERCENTILES}
+
+
+#: Above this many pairs `sum_percentiles` takes every pair of a seeded subsample instead.
+_MAX_PAIRS = 250_000
+
+
+def sum_percentiles(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Percentiles of X + Y for X drawn from samples `a` and Y from `b` independently: the
+    empirical distribution of every pairwise sum (a with_quant row = kernel + quantization, two
+    separate timings; the sum of two p90s would overstate the spread)."""
+    if not a or not b:
+        return {}
+    sums: Iterable[float] = (x + y for x, y in itertools.product(a, b))
+    if len(a) * len(b) > _MAX_PAIRS:
+        step_a, step_b = max(1, len(a) // 500), max(1, len(b) // 500)
+        sums = (x + y for x, y in itertools.product(a[::step_a], b[::step_b]))
+    return percentiles(list(sums))
 class UnsupportedCase(Exception):
     """Raised by a backend when the op cannot run here for a known reason (status "unsupported")."""
 
@@ -64,6 +106,7 @@ def measurement_from_times(times_ms, warning_text: str, cuda_graph: bool) -> Mea
         std_us=statistics.pstdev(times_us),
         timer=timer,
         note=cupti_fallback_reason(warning_text) if fell_back else "",
+        samples_us=tuple(times_us),
     )
 
 
@@ -93,4 +136,11 @@ def bench(fn, settings, *, input_args=(), input_kwargs=None) -> Measurement:
             cold_l2_cache=settings.cold_l2,
         )
     text = "\n".join(str(w.message) for w in caught)
-    return measurement_from_times(times_ms, text, settings.cuda_graph)
+    measured = measurement_from_times(times_ms, text, settings.cuda_graph)
+    if settings.cuda_graph:
+        return measured
+    from .launches import count_launches
+
+    count = count_launches(fn, input_args, input_kwargs)
+    note = "; ".join(x for x in (measured.note, count.note) if x)
+    return dataclasses.replace(measured, launches_per_call=count.per_call, note=note)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..cases.schema import Case, GemmShape, MoeShape
+from . import correctness
 from .timing import Measurement, UnsupportedCase, bench
 
 ROUTINES = ("torch.linear", "torch._scaled_mm", "torch._grouped_mm", "torch._scaled_grouped_mm")
@@ -360,6 +361,53 @@ def build(case: Case, device: str = "cuda") -> TimedOp:
     return build_moe(case, device)
 
 
+# ---------------------------------------------------------------------------- FP32 references
+
+#: What each routine's output is checked against (the row's check_note names it).
+REFERENCE_TEXT = {
+    "torch.linear": "FP32 x @ w.T of the same BF16 inputs",
+    "torch._scaled_mm": "FP32 product of the same FP8 inputs times their scales",
+    "torch._grouped_mm": "FP32 per-expert loop over the same routing and BF16 weights",
+    "torch._scaled_grouped_mm": "FP32 per-expert loop over the same routing and dequantized FP8 "
+                                "input and weights (no re-quantization between the GEMMs)",
+}
+
+
+def reference(case: Case, op: TimedOp):
+    """The op's output computed in FP32 from the same (dequantized) inputs, [M, N] or [M, H]."""
+    if case.routine == "torch.linear":
+        return op.arg("x").float() @ op.arg("w").float().T
+    if case.routine == "torch._scaled_mm":
+        sa, sb = op.arg("scale_a").float(), op.arg("scale_b").float()
+        x = op.arg("xq").float() * (sa if sa.dim() == 0 else sa.reshape(-1, 1))
+        w = op.arg("wq").float() * (sb if sb.dim() == 0 else sb.reshape(-1, 1))
+        return x @ w.T
+    return _reference_moe(case, op)
+
+
+def _reference_moe(case: Case, op: TimedOp):
+    import torch
+
+    p: MoeShape = case.physical
+    act = activation_fn(case.activation, case.gated)
+    fp8 = case.routine == "torch._scaled_grouped_mm"
+    x = op.arg("xq").float() * op.arg("xscale")[:, None] if fp8 else op.arg("x").float()
+    ids, wts = op.arg("topk_ids"), op.arg("topk_weights").float()
+    out = torch.zeros((p.num_tokens, p.hidden), dtype=torch.float32, device=x.device)
+    for e in range(p.experts):
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        if fp8:  # one expert at a time: an FP32 copy of every expert's weights may not fit
+            w1 = op.arg("w1q")[e].float() * op.arg("w1s")[e][:, None]
+            w2 = op.arg("w2q")[e].float() * op.arg("w2s")[e][:, None]
+        else:
+            w1, w2 = op.arg("w1")[e].float(), op.arg("w2")[e].float()
+        y = act(x[tok] @ w1.T) @ w2.T
+        out.index_add_(0, tok, y * wts[tok, slot][:, None])
+    return out
+
+
 # ---------------------------------------------------------------------------- running
 
 #: Error texts that mean "this GPU / build lacks the kernel", not a bug (-> status unsupported).
@@ -403,7 +451,11 @@ def run_case(case: Case, settings) -> Measurement:
         raise
     measurement = bench(op.fn, settings, input_args=op.args)
     note = "; ".join(n for n in (op.note, measurement.note) if n)
-    return dataclasses.replace(measurement, note=note)
+    check = {}
+    if settings.check:
+        check = correctness.verify(op.fn, op.args, lambda: reference(case, op), case.kind, case.dtype,
+                                   REFERENCE_TEXT[case.routine]).fields()
+    return dataclasses.replace(measurement, note=note, check=check)
 
 
 __all__ = [
@@ -419,6 +471,8 @@ __all__ = [
     "build",
     "build_gemm",
     "build_moe",
+    "REFERENCE_TEXT",
+    "reference",
     "unsupported_from_error",
     "run_case",
 ]

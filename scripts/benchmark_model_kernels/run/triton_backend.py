@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from ..cases.backends import TRITON_MOE_ACTIVATIONS
 from ..cases.schema import Case, GemmShape, MoeShape
+from . import correctness
 from .results import RunSettings
 from .timing import Measurement, UnsupportedCase, bench
 
@@ -40,7 +41,9 @@ def cache_dir(settings: RunSettings) -> str:
 
 
 def _timer(settings: RunSettings) -> Callable[[Callable[..., Any], tuple[Any, ...]], float]:
-    quick = dataclasses.replace(settings, num_iters=_SEARCH_ITERS, dry_run_iters=3)
+    # Tiles are ranked by kernel time, in a CUDA graph whatever the row's mode: an eager search
+    # would rank launch gaps and count launches for every candidate.
+    quick = dataclasses.replace(settings, num_iters=_SEARCH_ITERS, dry_run_iters=3, cuda_graph=True)
 
     def time_us(fn: Callable[..., Any], args: tuple[Any, ...]) -> float:
         return bench(fn, quick, input_args=args).median_us
@@ -71,10 +74,15 @@ def moe_problem(case: Case) -> Any:
 Build = Callable[[dict[str, int]], tuple[Callable[..., Any], tuple[Any, ...]]]
 
 
+#: (case, what the output is checked against, the FP32 reference of the built inputs).
+Checked = tuple[Case, str, Callable[[], Any]]
+
+
 def _time_tuned(settings: RunSettings, key: str, build: Build, space: Callable[[], list[dict[str, int]]],
-                check: Callable[[dict[str, Any]], dict[str, int]]) -> Measurement:
+                check: Callable[[dict[str, Any]], dict[str, int]], checked: Checked) -> Measurement:
     """Time `build(config)` with the cached tiles for `key`, searching (and caching) them first
-    when none are stored; the row's note says which, and the tiles."""
+    when none are stored; the row's note says which, and the tiles. With settings.check the
+    output of one more call is compared with `checked`'s reference (run/correctness.py)."""
     from .triton_tuning import CONFIG_KEYS, load_cached_config, search_config, store_config
 
     config = load_cached_config(cache_dir(settings), key, check)
@@ -88,7 +96,11 @@ def _time_tuned(settings: RunSettings, key: str, build: Build, space: Callable[[
     fn(*args)
     m = bench(fn, settings, input_args=args)
     tiles = ",".join(str(config[k]) for k in CONFIG_KEYS)
-    return dataclasses.replace(m, note="; ".join(x for x in (f"{note}: {tiles}", m.note) if x))
+    result = {}
+    if settings.check:
+        case, described, reference = checked
+        result = correctness.verify(fn, args, reference, case.kind, case.dtype, described).fields()
+    return dataclasses.replace(m, note="; ".join(x for x in (f"{note}: {tiles}", m.note) if x), check=result)
 
 
 def _run_moe(case: Case, settings: RunSettings) -> Measurement:
@@ -101,7 +113,10 @@ def _run_moe(case: Case, settings: RunSettings) -> Measurement:
         settings, key, lambda c: fused.make_fused_moe(p, inputs, c),
         lambda: tuning.config_space(p.scheme, p.num_tokens, top_k=p.top_k,
                                     local_experts=p.local_experts),
-        lambda c: tuning.validate_config(c, p.scheme))
+        lambda c: tuning.validate_config(c, p.scheme),
+        (case, "FP32 per-expert loop over the same routing and dequantized inputs "
+               "(problem.reference_moe; no re-quantization between the GEMMs)",
+         lambda: problem.reference_moe(p, inputs)))
 
 
 def _run_block_gemm(case: Case, settings: RunSettings) -> Measurement:
@@ -114,7 +129,9 @@ def _run_block_gemm(case: Case, settings: RunSettings) -> Measurement:
     gpu, triton_version = _gpu_key()
     key = g.config_cache_key(gpu, p.m, p.n, p.k, triton_version)
     return _time_tuned(settings, key, lambda c: g.make_block_fp8_gemm(p, inputs, c),
-                       lambda: g.config_space(p.m), g.check_config)
+                       lambda: g.config_space(p.m), g.check_config,
+                       (case, "FP32 product of the same block-quantized inputs, dequantized "
+                              "(triton_fp8_gemm.reference)", lambda: g.reference(p, inputs)))
 
 
 def run_case(case: Case, settings: RunSettings) -> Measurement:

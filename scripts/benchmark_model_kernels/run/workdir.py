@@ -250,7 +250,7 @@ def load_kept(workdir: str, cases: list[Case]) -> tuple[dict[str, Row], int]:
         if c is None or r.status not in ("ok", "unsupported") or c.skip_reason:
             continue
         if _same_case(r, row_from_case(c, Outcome("failed"))):
-            kept[r.case_id] = r
+            kept[r.case_id] = r if r.mode else replace(r, mode=c.mode)  # rows from before modes
     back_up_results(workdir)
     return kept, len(previous)
 

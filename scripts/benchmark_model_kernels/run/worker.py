@@ -11,7 +11,8 @@ Protocol (one JSON object per line):
                           "argv": [...driver argv...], "case": {...}, "settings": {...},
                           "deadline_s": seconds after which the worker ends itself (optional)}
   worker -> answer fd:   {"case_id", "elapsed_s", "exception", "systemexit", "unsupported",
-                          "measurement", "warnings", "autotune_dropped", "poisoned"}
+                          "measurement", "warnings", "autotune_dropped", "poisoned",
+                          "bench_calls" (driver cases: driver_capture.py)}
 The driver prints to stdout/stderr, so both fds are redirected (os.dup2, which also catches native
 output such as JIT builds and faulthandler tracebacks) into the case's log file while it runs; the
 answer goes over a dedicated pipe. The worker never classifies: the parent does (outcome.py), from
@@ -34,6 +35,7 @@ from typing import Any
 
 from ..cases.schema import Case
 from . import lifetime, quant_timing, torch_backend, triton_backend
+from .driver_capture import capture_bench_calls
 from .outcome import RETRY_MARKER
 from .results import RunSettings
 from .timing import UnsupportedCase
@@ -84,7 +86,8 @@ def _run_driver_once(argv: list[str], csv_path: str) -> dict[str, Any]:
     with open(csv_path, "w") as f:
         f.write(",".join(fbu.full_output_columns) + "\n")
     try:
-        fb.run_test(args)
+        with capture_bench_calls(count_eager_launches=True) as calls:
+            fb.run_test(args)
     except SystemExit as e:  # a routine calling sys.exit must not end the worker
         traceback.print_exc()
         return {"exception": f"SystemExit: the driver called sys.exit({e.code!r})"}
@@ -93,14 +96,14 @@ def _run_driver_once(argv: list[str], csv_path: str) -> dict[str, Any]:
         print(f"[ERROR] Error: {e}")
         traceback.print_exc()
         return {"exception": f"{type(e).__name__}: {e}"}
-    return {}
+    return {"bench_calls": calls}
 
 
 def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
     argv = list(req["argv"])
     csv_path = req["csv_path"]
     out = _run_driver_once(argv, csv_path)
-    if out or "--autotune" not in argv or _csv_has_rows(csv_path):
+    if set(out) != {"bench_calls"} or "--autotune" not in argv or _csv_has_rows(csv_path):
         return out
     # The driver DROPS a backend it cannot autotune ("[INFO] <b> backend does not support
     # autotune") instead of timing it untuned; retry such a case without --autotune.
@@ -119,7 +122,7 @@ def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
 
 def _run_python_case(req: dict[str, Any]) -> dict[str, Any]:
     case = Case.from_dict(req["case"])
-    settings = RunSettings(**req["settings"])
+    settings = RunSettings.from_dict(req["settings"])
     try:
         if req["job"] == "quant":
             m = quant_timing.measure_quant(case, settings)
@@ -134,8 +137,9 @@ def _run_python_case(req: dict[str, Any]) -> dict[str, Any]:
         traceback.print_exc()
         return {"exception": f"{type(e).__name__}: {e}"}
     print(f"[bmk-worker] median {m.median_us:.3f} us; std {m.std_us:.3f} us; timer {m.timer}")
-    note = getattr(m, "note", "")
-    return {"measurement": {"median_us": m.median_us, "std_us": m.std_us, "timer": m.timer, "note": note}}
+    return {"measurement": {"median_us": m.median_us, "std_us": m.std_us, "timer": m.timer, "note": m.note,
+                            "samples_us": list(m.samples_us), "launches_per_call": m.launches_per_call,
+                            "check": dict(m.check)}}
 
 
 def _cuda_poisoned(answer: dict[str, Any]) -> str:

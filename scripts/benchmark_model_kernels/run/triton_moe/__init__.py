@@ -13,8 +13,10 @@ imported lazily, on first use):
 * `fused`: (problem, inputs, config) -> `make_fused_moe` -> (fn, args); fn(*args) returns the
   [M, H] BF16 output of the whole expert computation, as vLLM's `fused_experts_impl` does:
   1. align: the M*top_k (token, expert) pairs are grouped per LOCAL expert, each group padded to
-     a multiple of BLOCK_SIZE_M (sentinel M*top_k); pairs of other ranks get no slot. Up to 8192
-     pairs one kernel, beyond it a memset and three (histograms, offsets, scatter).
+     a multiple of BLOCK_SIZE_M (sentinel M*top_k); pairs of other ranks get no slot. Up to 1024
+     pairs one program does it all; up to 16384 one program the offsets and a multi-program
+     scatter; beyond, a memset and three kernels (histograms, offsets, scatter). Without EP and
+     when M*top_k*4 <= the experts, vLLM's naive block assignment: no align, one block per pair.
   2. grouped GEMM 1 (H -> 2I gated, or I), vLLM's `fused_moe_kernel` algorithm, FP8 scales per
      tensor / per token x per channel / per 128x128 block, optional bias.
   3. activation (silu_and_mul, gelu_and_mul, gelu_tanh_and_mul, swigluoai, silu, gelu, relu2)

@@ -1,4 +1,4 @@
-"""The fused MoE's @triton.jit kernels: align (fused, or count/offsets/scatter), the grouped
+"""The fused MoE's @triton.jit kernels: align (one program, or count/offsets/scatter), the grouped
 GEMM, activation + FP8 quantization, and the top_k sum. `_kernels()` returns them by name.
 
 Triton is imported on first use of `_kernels()` (functools.cache'd), so this module imports on a
@@ -26,12 +26,13 @@ QUANT_CODE = {"bf16": 0, "fp8_per_tensor": 1, "fp8_per_token": 2, "fp8_block128"
 triton = None
 tl = None
 _act_tile = None
+_block_experts = None
 
 
 @functools.cache
 def _kernels() -> dict:
     """Compile-on-first-use Triton kernels (Triton is imported only when a kernel is needed)."""
-    global triton, tl, _act_tile
+    global triton, tl, _act_tile, _block_experts
     # Lazy: the package imports on a CPU machine without Triton.
     import triton as _triton
     import triton.language as _tl
@@ -75,57 +76,58 @@ def _kernels() -> dict:
 
     _act_tile = act_tile
 
+    @triton.jit
+    def block_experts(ends, total, expert_ids_ptr, num_blocks, BLOCK_M: tl.constexpr,
+                      BCHUNK: tl.constexpr):
+        # Block b (rows b*BLOCK_M...) belongs to the expert whose padded range holds its first
+        # row; blocks past the padded total get -1 (their GEMM programs exit).
+        for b0 in range(0, num_blocks, BCHUNK):
+            b = b0 + tl.arange(0, BCHUNK)
+            bstart = b * BLOCK_M
+            eid = tl.sum((ends[None, :] <= bstart[:, None]).to(tl.int32), axis=1)
+            eid = tl.where(bstart < total, eid, -1)
+            tl.store(expert_ids_ptr + b, eid, mask=b < num_blocks)
+
+    _block_experts = block_experts
+
     @triton.jit(do_not_specialize=["numel", "local_experts", "num_blocks"])
-    def align_fused_kernel(topk_ids_ptr, sorted_ids_ptr, expert_ids_ptr, ntpp_ptr, cursor_ptr,
-                           numel, local_experts, num_blocks,
-                           BLOCK_M: tl.constexpr, E_PAD: tl.constexpr, CHUNK: tl.constexpr,
-                           SCAN: tl.constexpr, PADB: tl.constexpr, BCHUNK: tl.constexpr):
-        # One launch: every program histograms all pairs (and those before its chunk), so each
-        # knows the padded expert offsets and where its own pairs go; program 0 also writes the
-        # block -> expert map, the count and the sentinels of the padding slots. The scatter's
-        # atomics go to a cursor row private to the program (no ordering between programs).
-        pid = tl.program_id(0)
+    def align_single_kernel(topk_ids_ptr, sorted_ids_ptr, expert_ids_ptr, ntpp_ptr, cursor_ptr,
+                            numel, local_experts, num_blocks,
+                            BLOCK_M: tl.constexpr, E_PAD: tl.constexpr, SCAN: tl.constexpr,
+                            PADB: tl.constexpr, BCHUNK: tl.constexpr, SCATTER: tl.constexpr):
+        # One program histograms all pairs once, writes the padded expert offsets (cursor), the
+        # block -> expert map, the count and the padding sentinels; with SCATTER it then places
+        # every pair itself (atomics on the cursor row), else align_scatter_kernel does.
         e = tl.arange(0, E_PAD)
-        c0 = pid * CHUNK
         hist = tl.zeros([E_PAD], dtype=tl.int32)
-        before = tl.zeros([E_PAD], dtype=tl.int32)
         for start in range(0, numel, SCAN):
             offs = start + tl.arange(0, SCAN)
             ids = tl.load(topk_ids_ptr + offs, mask=offs < numel, other=-1)
             local = (offs < numel) & (ids >= 0) & (ids < local_experts)
             h = tl.histogram(tl.where(local, ids, 0), E_PAD)
             hist += h - tl.where(e == 0, tl.sum(tl.where(local, 0, 1), axis=0), 0)
-            if start < c0:
-                early = local & (offs < c0)
-                hb = tl.histogram(tl.where(early, ids, 0), E_PAD)
-                before += hb - tl.where(e == 0, tl.sum(tl.where(early, 0, 1), axis=0), 0)
         padded = (hist + BLOCK_M - 1) // BLOCK_M * BLOCK_M
         ends = tl.cumsum(padded, axis=0)
         starts = ends - padded
-        if pid == 0:
-            total = tl.sum(padded, axis=0)
-            tl.store(ntpp_ptr, total)
-            for b0 in range(0, num_blocks, BCHUNK):
-                b = b0 + tl.arange(0, BCHUNK)
-                bstart = b * BLOCK_M
-                eid = tl.sum((ends[None, :] <= bstart[:, None]).to(tl.int32), axis=1)
-                eid = tl.where(bstart < total, eid, -1)
-                tl.store(expert_ids_ptr + b, eid, mask=b < num_blocks)
-            for j0 in range(0, BLOCK_M, PADB):
-                j = j0 + tl.arange(0, PADB)
-                pos = (starts + hist)[:, None] + j[None, :]
-                pad_mask = j[None, :] < (padded - hist)[:, None]
-                tl.store(sorted_ids_ptr + pos, tl.zeros([E_PAD, PADB], dtype=tl.int32) + numel,
-                         mask=pad_mask)
-        cur = cursor_ptr + pid * E_PAD
-        tl.store(cur + e, starts + before)
-        tl.debug_barrier()
-        offs = c0 + tl.arange(0, CHUNK)
-        ids = tl.load(topk_ids_ptr + offs, mask=offs < numel, other=-1)
-        local = (offs < numel) & (ids >= 0) & (ids < local_experts)
-        pos = tl.atomic_add(cur + tl.where(local, ids, 0), tl.full([CHUNK], 1, tl.int32),
-                            mask=local)
-        tl.store(sorted_ids_ptr + pos, offs, mask=local)
+        total = tl.sum(padded, axis=0)
+        tl.store(cursor_ptr + e, starts)
+        tl.store(ntpp_ptr, total)
+        _block_experts(ends, total, expert_ids_ptr, num_blocks, BLOCK_M, BCHUNK)
+        for j0 in range(0, BLOCK_M, PADB):
+            j = j0 + tl.arange(0, PADB)
+            pos = (starts + hist)[:, None] + j[None, :]
+            pad_mask = j[None, :] < (padded - hist)[:, None]
+            tl.store(sorted_ids_ptr + pos, tl.zeros([E_PAD, PADB], dtype=tl.int32) + numel,
+                     mask=pad_mask)
+        if SCATTER:
+            tl.debug_barrier()
+            for start in range(0, numel, SCAN):
+                offs = start + tl.arange(0, SCAN)
+                ids = tl.load(topk_ids_ptr + offs, mask=offs < numel, other=-1)
+                local = (offs < numel) & (ids >= 0) & (ids < local_experts)
+                pos = tl.atomic_add(cursor_ptr + tl.where(local, ids, 0),
+                                    tl.full([SCAN], 1, tl.int32), mask=local)
+                tl.store(sorted_ids_ptr + pos, offs, mask=local)
 
     @triton.jit(do_not_specialize=["numel", "local_experts", "sorted_len", "fill_per_prog"])
     def align_count_kernel(topk_ids_ptr, counts_ptr, sorted_ids_ptr, numel, local_experts,
@@ -157,12 +159,7 @@ def _kernels() -> dict:
         total = tl.sum(padded, axis=0)
         tl.store(cursor_ptr + e, ends - padded)
         tl.store(ntpp_ptr, total)
-        for b0 in range(0, num_blocks, BCHUNK):
-            b = b0 + tl.arange(0, BCHUNK)
-            bstart = b * BLOCK_M
-            eid = tl.sum((ends[None, :] <= bstart[:, None]).to(tl.int32), axis=1)
-            eid = tl.where(bstart < total, eid, -1)
-            tl.store(expert_ids_ptr + b, eid, mask=b < num_blocks)
+        _block_experts(ends, total, expert_ids_ptr, num_blocks, BLOCK_M, BCHUNK)
 
     @triton.jit(do_not_specialize=["numel", "local_experts"])
     def align_scatter_kernel(topk_ids_ptr, cursor_ptr, sorted_ids_ptr, numel, local_experts,
@@ -184,7 +181,7 @@ def _kernels() -> dict:
         stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
         stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk, stride_bias_e,
         QUANT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-        GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, UPCAST: tl.constexpr,
+        GROUP_N: tl.constexpr, GROUP_K: tl.constexpr, UPCAST: tl.constexpr, NAIVE: tl.constexpr,
         BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
         GROUP_SIZE_M: tl.constexpr,
     ):
@@ -202,8 +199,13 @@ def _kernels() -> dict:
         ntpp = tl.load(ntpp_ptr)
         if pid_m * BLOCK_SIZE_M >= ntpp:
             return
-        offs_tid = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-        offs_token = tl.load(sorted_ids_ptr + offs_tid)
+        if NAIVE:
+            # vLLM's naive block assignment: block pid_m is pair pid_m alone (row 0 of the tile),
+            # expert_ids is the flat topk_ids; no align step ran.
+            offs_token = tl.where(tl.arange(0, BLOCK_SIZE_M) == 0, pid_m, num_valid)
+        else:
+            offs_tid = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+            offs_token = tl.load(sorted_ids_ptr + offs_tid)
         token_mask = offs_token < num_valid
         expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
         if expert < 0:
@@ -332,7 +334,7 @@ def _kernels() -> dict:
         tl.store(out_ptr + m * H + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
     return {
-        "align_fused": align_fused_kernel,
+        "align_single": align_single_kernel,
         "align_count": align_count_kernel,
         "align_offsets": align_offsets_kernel,
         "align_scatter": align_scatter_kernel,
