@@ -22,8 +22,11 @@ out=${1:?usage: h200_flashinfer_versions.sh OUT v0.6.18|v0.7}
 part=${2:?usage: h200_flashinfer_versions.sh OUT v0.6.18|v0.7}
 t_start=$(date +%s)
 deadline=$((t_start + ${BUDGET_S:-520}))   # the device call allows 600 s; leave room to pack
-work=$(mktemp -d)/$part
+# A fixed folder: a second call on the still-warm machine resumes a sweep the first one ran out
+# of time in (finished rows kept, FlashInfer's JIT cache warm).
+work="${TMPDIR:-/tmp}/h200_flashinfer_versions/$part"
 mkdir -p "$work" "$out"
+resume_of() { [ -f "$1/results.json" ] && echo --resume; }
 summary="$out/${part}_summary.txt"
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
@@ -50,7 +53,7 @@ v0.6.18)
   say "checkout: $(cat $repo/version.txt) at $(cat $repo/COMMIT)"
   step doctor 90 python3 scripts/check_env.py --flashinfer_repo "$repo"
   step sweep 400 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --flashinfer_repo "$repo" \
-    --workdir "$work/llama-3.1-8b_tp1" --ms 1 8 64 512
+    --workdir "$work/llama-3.1-8b_tp1" --ms 1 8 64 512 $(resume_of "$work/llama-3.1-8b_tp1")
   [ -f "$work/llama-3.1-8b_tp1/results.json" ] && python3 - "$work/llama-3.1-8b_tp1/results.json" <<'EOF' | tee -a "$summary"
 import collections, json, sys
 res = json.load(open(sys.argv[1]))
@@ -65,7 +68,7 @@ for r in rows:
     if r["status"] == "failed":
         print("FAILED", r["case_id"], r["reason"][:300])
 EOF
-  mkdir -p "$work/fixtures/v0.6.18"
+  rm -rf "$work/fixtures/v0.6.18" && mkdir -p "$work/fixtures/v0.6.18"
   # The driver run directly (not through the runner): no-download set here, as capture.sh says.
   step fixtures 100 env FLASHINFER_REPO="$repo" FLASHINFER_NO_DOWNLOAD=1 \
     bash tests/fixtures/driver/capture.sh "$work/fixtures/v0.6.18"
@@ -76,12 +79,13 @@ v0.7)
   step doctor 90 python3 scripts/check_env.py
   step capabilities 60 env PYTHONPATH="scripts:$PYTHONPATH" \
     python3 -m benchmark_model_kernels.cases.capability_probe
+  rm -rf "$work/llama-3.1-8b_tp1_dry"
   step dry_run_sm90 60 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --dry_run \
     --assume_cc 9.0 --workdir "$work/llama-3.1-8b_tp1_dry"
   # Every recipe and backend without a checkout: torch and triton rows timed against the 0.7 wheel,
   # each driver row failed with the driver it needs (exit 1 is expected).
   step library_rows 300 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --no_driver \
-    --workdir "$work/llama-3.1-8b_tp1_library" --ms 1 8 64 512
+    --workdir "$work/llama-3.1-8b_tp1_library" --ms 1 8 64 512 $(resume_of "$work/llama-3.1-8b_tp1_library")
   [ -f "$work/llama-3.1-8b_tp1_library/results.json" ] && python3 -c "
 import collections, json, sys
 res = json.load(open(sys.argv[1]))
