@@ -79,3 +79,13 @@ def run_cases(tmp_path, cases, *, resume=False, **kw):
 
 def by_id(results):
     return {r["case_id"]: r for r in results["rows"]}
+
+
+def run_job_on_a_stand_in_gpu(args, model, tp, ep, workdir):
+    """cli_model.run_job as a submitit job runs it, on a CPU node that says it has GPU (an H200):
+    what the Slurm launcher's tests submit (this module is importable in the job's process)."""
+    from benchmark_model_kernels import cli_model
+    from benchmark_model_kernels.run import flags
+
+    flags.detect_gpu = lambda: GPU
+    return cli_model.run_job(args, model, tp, ep, workdir)

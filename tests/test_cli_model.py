@@ -608,3 +608,12 @@ def test_a_stop_signal_while_planning_is_one_line_and_128_plus_signal(signum, tm
     assert r.returncode == 128 + signum, (out, err)
     assert err == f"interrupted by {signal.Signals(signum).name} while planning deepseek-v3; nothing was written\n"
     assert out == "" and os.listdir(tmp_path) == []
+
+
+def test_gpus_of_two_models_is_one_line_exit_2_before_planning(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(flags.devices, "nvml_names", lambda numbers: ["NVIDIA H200", "NVIDIA H100"][:len(numbers)])
+    rc, out, err = run(["llama-3.1-8b", "--backends", "torch", "--gpus", "0,1",
+                        "--workdir", str(tmp_path / "w")], capsys)
+    assert rc == 2 and err.startswith("error: --gpus=0,1: GPU 1 is a NVIDIA H100") and err.count("\n") == 1
+    assert out == "" and not (tmp_path / "w").exists()

@@ -26,7 +26,7 @@ from .files import (
 )
 from .plan import config_source, planner, preview
 from .report import report
-from .run import flags, runner
+from .run import flags, launcher, runner
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
@@ -43,6 +43,8 @@ EPILOG = """examples:
                                                      several models: one sub-workdir each + one
                                                      comparison report in runs/cmp/report.md
   %(prog)s qwen3-30b-a3b --tp 1 4 --ep 1 4 --print_only   a TP/EP sweep: (1,1) then (4,4)
+  %(prog)s llama-3.1-8b qwen3-8b --flashinfer_repo FI --workdir /shared/cmp --launcher slurm \
+      --slurm_partition h200                         one Slurm job per run, then the report
 
 exit codes: 0 plan complete (and run ok); 2 bad input, or some module could not be planned."""
 
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(never one this command reads, such as MODEL's config.json)")
     p.add_argument("--list_models", action="store_true", help="list the bundled model names and exit")
     flags.add_run_arguments(p)
+    launcher.add_launcher_arguments(p)
     return p
 
 
@@ -205,6 +208,7 @@ def _main(argv: list[str]) -> int:
         return 0
     if not args.model:
         raise UsageError("MODEL", "(missing)", "give a bundled name (--list_models), a config path or a Hub ID")
+    launcher.check_launcher_args(args)
     runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
     for _, tp, ep in runs:  # every setting is validated before any work starts
         planner.check_parallel(tp, ep)
@@ -221,7 +225,10 @@ def _main(argv: list[str]) -> int:
         # Bad run flags fail now, in a second, not after the planning and preview of every run.
         subs = ([args.workdir] if len(runs) == 1
                 else [os.path.join(args.workdir, run_label(*r)) for r in runs])
-        flags.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1)
+        flags.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1,
+                            gpu_here=args.launcher == "here")
+    if args.launcher == "slurm":
+        return _run_on_slurm(args, runs)
     if len(runs) == 1:
         model, tp, ep = runs[0]
         return _plan_and_run(args, model, tp, ep, getattr(args, "workdir", None))
@@ -241,10 +248,34 @@ def _main(argv: list[str]) -> int:
         if sub and os.path.isfile(os.path.join(sub, "results.json")):
             done.append(sub)
     if len(done) > 1 and not getattr(args, "dry_run", False):
-        try:
-            print(f"comparison report: {report.write_report(done, args.workdir)}")
-        except Exception as e:  # the report is derived; the results are already written
-            print(f"warning: comparison report failed: {e}", file=sys.stderr)
+        _write_comparison(done, args.workdir)
+    return rc
+
+
+def _write_comparison(done: list[str], workdir: str) -> None:
+    try:
+        print(f"comparison report: {report.write_report(done, workdir)}")
+    except Exception as e:  # the report is derived; the results are already written
+        print(f"warning: comparison report failed: {e}", file=sys.stderr)
+
+
+def run_job(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
+    """One run of a sweep as a Slurm job executes it on its node: plan, run, exit code (a bad
+    input is its one `error:` line in the job's log)."""
+    return cli_main(functools.partial(_plan_and_run, args, model, tp, ep, workdir))
+
+
+def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, int, int]]) -> int:
+    os.makedirs(args.workdir, exist_ok=True)
+    executor = launcher.make_executor(args, os.path.join(args.workdir, launcher.SLURM_LOGS))
+    on_node = launcher.job_args(args)
+    sweep = []
+    for model, tp, ep in runs:
+        sub = args.workdir if len(runs) == 1 else os.path.join(args.workdir, run_label(model, tp, ep))
+        sweep.append(launcher.SweepRun(run_label(model, tp, ep), sub, run_job, (on_node, model, tp, ep, sub)))
+    rc, done = launcher.run_jobs(executor, sweep)
+    if len(done) > 1:
+        _write_comparison(done, args.workdir)
     return rc
 
 
@@ -297,5 +328,5 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
                                 resume_may_start_fresh=workdir != args.workdir) or incomplete
 
 
-__all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_label",
+__all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_job", "run_label",
            "write_plan_json", "DERIVED_FLAGS"]

@@ -41,3 +41,32 @@ def test_parse_cc():
     assert flags.parse_cc("10.0") == (10, 0)
     with pytest.raises(UsageError, match="--assume_cc=nine: give MAJOR.MINOR"):
         flags.parse_cc("nine")
+
+
+def test_cache_flags_default_to_the_user_cache_and_no_cache_turns_it_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    wd = str(tmp_path / "w")
+    base = ("--workdir", wd, "--backends", "torch")
+    assert flags.validate_args(parse(*base)).cache_dir == str(tmp_path / "xdg" / "benchmark-model-kernels" / "results")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert flags.validate_args(parse(*base)).cache_dir == os.path.expanduser(
+        "~/.cache/benchmark-model-kernels/results")
+    assert flags.validate_args(parse(*base, "--cache", "~/c")).cache_dir == os.path.expanduser("~/c")
+    assert flags.validate_args(parse(*base, "--no_cache")).cache_dir is None
+    with pytest.raises(UsageError, match="--cache"):
+        flags.validate_args(parse(*base, "--cache", "c", "--no_cache"))
+
+
+def test_gpus_are_checked_before_the_run_and_pin_one_worker_each(tmp_path, monkeypatch):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    names = {0: "NVIDIA H200", 1: "NVIDIA H200", 2: "NVIDIA H100 80GB HBM3"}
+    monkeypatch.setattr(flags.devices, "nvml_names", lambda numbers: [names[n] for n in numbers])
+    base = ("--workdir", str(tmp_path / "w"), "--backends", "torch")
+    assert flags.validate_args(parse(*base)).devices is None
+    assert flags.validate_args(parse(*base, "--gpus", "1,0")).devices == ("1", "0")
+    with pytest.raises(UsageError, match="GPU 2 is a NVIDIA H100"):
+        flags.validate_args(parse(*base, "--gpus", "0,2"))
+    # A dry run starts no worker: nothing to pin, nothing to check.
+    assert flags.validate_args(parse(*base, "--gpus", "0,2", "--dry_run")).devices is None

@@ -14,10 +14,11 @@ import pytest
 
 from benchmark_model_kernels.errors import UsageError
 from benchmark_model_kernels.run import runner
-from benchmark_model_kernels.run.results import CSV_COLUMNS, Row, RunSettings, load_results
+from benchmark_model_kernels.run.results import CSV_COLUMNS, Row, RunSettings, load_results, rows_of
 from helpers_runner import (
     CUDA_ERROR,
     CUPTI_FALLBACK,
+    GPU,
     HANG,
     NO_AUTOTUNE,
     NO_CONFIG,
@@ -28,6 +29,7 @@ from helpers_runner import (
     gemm_case,
     moe_case,
     run_cases,
+    settings,
 )
 from support import requires_gpu
 
@@ -331,3 +333,35 @@ def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
     legacy = dataclasses.replace(base, samples_us=None)
     assert runner._sum_spread(legacy, quant) == {
         "spread_note": "no percentiles: the kernel part has no per-iteration times"}
+def test_results_text_is_the_json_of_the_payload_at_every_step(tmp_path):
+    # results.json is written from cached row texts (it is rewritten after every case): the text
+    # must be exactly what json.dumps of the payload gives, rows or none, changed rows included.
+    cases = [gemm_case(512), gemm_case(VALUE_ERROR), moe_case(m=8)]
+    header = {"schema_version": 1, "plan": {"nested": [1, {"a": "é"}]}, "notes": {"x": "y"}}
+    r = runner.Runner(cases, settings(tmp_path), str(tmp_path), None, header, GPU)
+    assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
+    rc, results, _, workdir = run_cases(tmp_path, cases)
+    for row in rows_of(results):
+        r.rows[row.case_id] = row
+        assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
+    r.rows[cases[0].case_id] = replace(r.rows[cases[0].case_id], median_us=123.0)
+    assert json.loads(r.payload_text())["rows"][0]["median_us"] == 123.0
+    assert open(os.path.join(workdir, "results.json")).read() == json.dumps(load_results(workdir), indent=1) + "\n"
+
+
+@pytest.mark.parametrize("devices", [None, ["0", "1"]])
+def test_the_eta_learns_from_how_long_each_case_took(tmp_path, monkeypatch, devices):
+    import time
+
+    from benchmark_model_kernels.run.outcome import Outcome, row_from_case
+
+    def slow(self, case, slot=0):
+        time.sleep(0.2)
+        return row_from_case(case, Outcome("ok", "", 1.0, 0.0, "cupti"))
+
+    monkeypatch.setattr(runner.Runner, "run_one", slow)
+    r = runner.Runner([gemm_case(n) for n in (64, 128, 256, 512)], settings(tmp_path), str(tmp_path), None,
+                      {"notes": {}}, GPU, devices=devices)
+    r.run()
+    timed = r._estimator.seconds["driver"]
+    assert len(timed) == 4 and min(timed) >= 0.2

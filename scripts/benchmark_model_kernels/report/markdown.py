@@ -179,6 +179,10 @@ def _header_lines(a: Analysis) -> list[str]:
         ("Run id", str(a.results.get("run_id") or f"{derived_run_id(a.results)} (written before run ids)")),
         ("Results", f"`{os.path.join(a.path, RESULTS_JSON) if a.path else RESULTS_JSON}`"),
     ]
+    copied = sum(bool(r.origin) for r in a.rows)
+    if copied:  # a number this run did not measure is never shown as if it had
+        facts.append(("Copied from the result cache", f"{copied} of {len(a.rows)} rows: not timed by this "
+                      "run; each row's `origin` in results.json names the run and case that measured it"))
     return _table(("", ""), [(k, v) for k, v in facts])
 
 

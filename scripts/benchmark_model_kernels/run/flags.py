@@ -19,6 +19,8 @@ from ..cases.capabilities import HAND, load_capabilities
 from ..cases.schema import DTYPES, MODES
 from ..errors import UsageError
 from ..files import path_arg
+from . import devices
+from .cache import default_cache_dir
 from .pool import has_driver
 from .results import RESULTS_JSON, RunSettings
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_workdir
@@ -50,6 +52,10 @@ class RunRequest:
     no_driver: bool = False
     """--no_driver: time only the rows that need no FlashInfer checkout; driver rows fail with
     what is missing."""
+    cache_dir: str | None = None
+    """The result cache to read and extend; None: --no_cache (time every case)."""
+    devices: tuple[str, ...] | None = None
+    """--gpus: the CUDA_VISIBLE_DEVICES value of each worker; None: one worker, not pinned."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) -> None:
@@ -128,6 +134,21 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         help="Continue in an existing --workdir: keep its ok/unsupported rows, run the missing "
         "and failed cases.")
     g.add_argument(
+        "--cache", metavar="DIR", type=path_arg("--cache"), default=None,
+        help="Result cache shared by every run on this machine, e.g. --cache /shared/bmk-cache: a "
+        "case timed before on the same GPU model, driver, CUDA, torch, FlashInfer and triton "
+        "versions and timing flags is copied from it (its row's `origin` names the run that "
+        f"measured it) instead of timed again (default {default_cache_dir().replace(os.path.expanduser('~'), '~')}).")
+    g.add_argument(
+        "--no_cache", action="store_true",
+        help="Time every case again and leave the result cache alone, e.g. after a driver update "
+        "the versions do not show.")
+    g.add_argument(
+        "--gpus", metavar="LIST", default=None,
+        help="Spread the cases over these GPUs, one worker pinned to each, e.g. --gpus 0,1,2,3 "
+        "(all must be one model; rows come out in the same order as on one GPU). Default: the "
+        "one GPU the run sees.")
+    g.add_argument(
         "--allow_cuda_events", action="store_true",
         help="Accept rows FlashInfer timed with CUDA events/graphs because CUPTI was unavailable "
         "(otherwise those rows are failed).")
@@ -179,12 +200,14 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
 
 
 def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *,
-                  resume_may_start_fresh: bool = False) -> RunRequest:
+                  resume_may_start_fresh: bool = False, gpu_here: bool = True) -> RunRequest:
     """Every check of the run flags that needs no plan, so that a bad flag fails at once, before
     the (slow) planning and preview. `workdirs`: the run folders (a sweep's sub-workdirs; default
     [args.workdir]). --resume needs a results.json in every one of them, or, with
     `resume_may_start_fresh` (a sweep, where later runs may not have started), in at least one.
-    Returns the checked flags as a RunRequest for args.workdir. Raises UsageError."""
+    Returns the checked flags as a RunRequest for args.workdir. Raises UsageError.
+    `gpu_here` False: the runs execute elsewhere (--launcher slurm), so this machine's GPUs are
+    not looked at (the request's gpu is None)."""
     workdirs = workdirs or [args.workdir]
     for w in dict.fromkeys([args.workdir, *workdirs]):  # a sweep's parent, then its runs
         check_workdir(w, args.resume)
@@ -214,7 +237,11 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
             raise UsageError("--flashinfer_repo", args.flashinfer_repo,
                              "has no benchmarks/flashinfer_benchmark.py; pass the root of a "
                              "FlashInfer source checkout whose tag matches the installed wheel")
-    gpu = _target_gpu(args)
+    if getattr(args, "cache", None) and getattr(args, "no_cache", False):
+        raise UsageError("--cache", args.cache, "and --no_cache contradict each other; give one")
+    gpus = getattr(args, "gpus", None)
+    gpu = _target_gpu(args) if gpu_here else None
+    devices_pinned = devices.check_gpus(gpus) if gpus is not None and not args.dry_run and gpu_here else None
     workdir = os.path.abspath(args.workdir)
     return RunRequest(
         ms=tuple(getattr(args, "ms", None) or DEFAULT_MS),
@@ -227,6 +254,8 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         flashinfer_repo=args.flashinfer_repo,
         settings=settings_from_args(args, workdir),
         no_driver=no_driver,
+        cache_dir=None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or default_cache_dir()),
+        devices=tuple(devices_pinned) if devices_pinned else None,
     )
 
 

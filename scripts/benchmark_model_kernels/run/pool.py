@@ -108,12 +108,15 @@ def no_download_note(env: Mapping[str, str]) -> str:
 
 
 class WorkerPool:
-    """At most one live worker (one GPU); restarted after a crash, a timeout or a CUDA fault."""
+    """At most one live worker (one GPU); restarted after a crash, a timeout or a CUDA fault.
+    `device`: the CUDA_VISIBLE_DEVICES value the worker is pinned to (None: the caller's)."""
 
-    def __init__(self, flashinfer_repo: str | None, worker_log: str, python: str = sys.executable):
+    def __init__(self, flashinfer_repo: str | None, worker_log: str, python: str = sys.executable,
+                 device: str | None = None):
         self.bench_dir = benchmarks_dir(flashinfer_repo) if flashinfer_repo else ""
         self.worker_log = worker_log
         self.python = python
+        self.device = device
         self.proc: subprocess.Popen | None = None
         self._answers = -1
         self._lifeline = -1
@@ -130,6 +133,8 @@ class WorkerPool:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
         env["FLASHINFER_NO_DOWNLOAD"] = no_download_state(env)[0]
         env["PYTHONUNBUFFERED"] = "1"
+        if self.device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.device
         return env
 
     def command(self, answer_fd: int, lifeline_fd: int) -> list[str]:
@@ -156,7 +161,8 @@ class WorkerPool:
                 # the rows first; and one killpg ends the worker with everything it started.
                 start_new_session=True,
             )
-            log.write(f"[bmk-pool] worker pid {self.proc.pid} started\n".encode())
+            pinned = "" if self.device is None else f" on CUDA_VISIBLE_DEVICES={self.device}"
+            log.write(f"[bmk-pool] worker pid {self.proc.pid} started{pinned}\n".encode())
         os.close(answers_w)
         os.close(lifeline_r)
         self._answers, self._lifeline, self._buf = answers_r, lifeline_w, b""
@@ -188,6 +194,13 @@ class WorkerPool:
         return proc.returncode if exited else None
 
     close = stop
+
+    def kill(self) -> None:
+        """SIGKILL the live worker's group from another thread than the one running its case: that
+        thread then reads EOF, reaps the worker and returns (see Runner._run_on_every_gpu)."""
+        proc = self.proc
+        if proc is not None and proc.returncode is None and not has_exited(proc.pid):
+            kill_group(proc.pid)
 
     # -- one case
     def run(self, request: dict[str, Any], timeout: float) -> WorkerReply:

@@ -188,6 +188,10 @@ class Row:
     """What the check compared against and its tolerance, or why there is no check."""
     samples_us: list[float] | None = None
     """Per-iteration times (results.json only; the CSV carries the percentiles)."""
+    origin: str = ""
+    """"" when this run (or the run --resume continued) measured the row; otherwise where its
+    number was copied from, e.g. "result cache: run 3f9c0a1b2d4e at 2026-12-01T11:02:07+00:00
+    (/runs/llama, gemm.lm_head.m8.bf16.cudnn)": the run and case that measured it (see --cache)."""
 
 
 #: Row fields results.json holds but the long-form CSV leaves out (lists, not one value).

@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import json
 import math
 import os
 import shlex
 import sys
+import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Callable, Iterable, TextIO
 
 from .. import __version__
@@ -30,10 +32,11 @@ from ..cases import build as case_building
 from ..cases.capabilities import HAND, Capabilities, load_capabilities
 from ..cases.schema import Case
 from ..errors import UsageError, cli_main
-from ..files import disk_full_as_usage_error, write_json_atomic, write_text_atomic
+from ..files import disk_full_as_usage_error, write_text_atomic
 from ..plan.schema import Plan
 from . import roofline
 from .argv import case_settings, driver_argv
+from .cache import ResultCache, machine_fingerprint, missing_machine_fields
 from .flags import Gpu, RunRequest, validate_args
 from .interrupts import interrupt_exit_code, interrupt_signal, stop_signals_raise
 from .outcome import (
@@ -138,44 +141,95 @@ def annotate(row: Row, gpu: Gpu | None) -> Row:
 
 
 class Runner:
-    """Runs cases through one WorkerPool, appending to driver.log and rewriting results.json."""
+    """Runs cases through one WorkerPool per GPU (`devices`: the CUDA_VISIBLE_DEVICES value each
+    worker is pinned to; [None], the default, is one worker on whatever GPU the run sees),
+    appending to driver.log and rewriting results.json. A `cache` serves the cases it holds
+    and keeps what this run measures."""
 
     def __init__(self, cases: list[Case], settings: RunSettings, workdir: str,
                  flashinfer_repo: str | None, header: dict[str, Any],
                  gpu: Gpu | None, kept: dict[str, Row] | None = None,
-                 progress: TextIO | None = None):
+                 progress: TextIO | None = None, cache: ResultCache | None = None,
+                 devices: list[str | None] | None = None):
         self.cases, self.settings, self.workdir = cases, settings, workdir
         self.flashinfer_repo, self.header, self.gpu = flashinfer_repo, header, gpu
         self.rows: dict[str, Row] = dict(kept or {})
         self.progress = progress if progress is not None else sys.stderr
         self.case_dir = os.path.join(workdir, CASE_DIR)
-        self.pool: WorkerPool | None = None
         self.missing_driver = missing_driver_reason(header.get("environment") or {})
+        self.cache = cache
+        self.devices: list[str | None] = list(devices or [None])
+        self.pools: dict[int, WorkerPool] = {}
+        # Worker threads (one per GPU) share the rows, results.json, driver.log and the progress.
+        self._lock = threading.RLock()
+        self._row_texts: dict[str, tuple[Row, str]] = {}
+        self._header_texts: dict[str, str] = {}
 
     # -- files
-    def payload(self) -> dict[str, Any]:
-        ordered = [self.rows[c.case_id] for c in self.cases if c.case_id in self.rows]
+    def _ordered(self) -> list[Row]:
+        return [self.rows[c.case_id] for c in self.cases if c.case_id in self.rows]
+
+    def _head(self, ordered: list[Row]) -> dict[str, Any]:
+        """The payload without its rows (they come last)."""
         payload = dict(self.header)
         notes = dict(payload.get("notes") or {})
         if len(ordered) < len(self.cases):
             notes["incomplete"] = (f"{len(ordered)} of {len(self.cases)} cases have rows "
                                    "(run in progress or interrupted)")
         payload["notes"] = notes
-        payload["rows"] = [asdict(r) for r in ordered]
         return payload
 
-    def save(self) -> None:
-        write_json_atomic(os.path.join(self.workdir, RESULTS_JSON), self.payload())
+    def payload(self) -> dict[str, Any]:
+        ordered = self._ordered()
+        return {**self._head(ordered), "rows": [asdict(r) for r in ordered]}
 
-    def _append_log(self, case: Case, argv: list[str] | None, log_path: str, row: Row) -> None:
+    def save(self) -> None:
+        with self._lock:
+            write_text_atomic(os.path.join(self.workdir, RESULTS_JSON), self.payload_text())
+
+    def payload_text(self) -> str:
+        """json.dumps(self.payload(), indent=1) + newline, the text write_json_atomic writes, made
+        from each row's text cached when the row is recorded: results.json is rewritten after every
+        case, and re-encoding every row and the plan each time cost seconds per hundred cases
+        (quadratic in the cases) on a sweep of several hundred rows."""
+        ordered = self._ordered()
+        members = []
+        for key, value in self._head(ordered).items():
+            if key in self.header and key != "notes":
+                text = self._header_text(key)
+            else:
+                text = _indent(json.dumps(value, indent=1), " ")
+            members.append(f" {json.dumps(key)}: {text}")
+        rows = ("[\n" + ",\n".join("  " + _indent(self._row_text(r), "  ") for r in ordered)
+                + "\n ]") if ordered else "[]"
+        members.append(f' "rows": {rows}')
+        return "{\n" + ",\n".join(members) + "\n}\n"
+
+    def _row_text(self, row: Row) -> str:
+        cached = self._row_texts.get(row.case_id)
+        if cached is None or cached[0] is not row:
+            cached = (row, json.dumps(asdict(row), indent=1))
+            self._row_texts[row.case_id] = cached
+        return cached[1]
+
+    def _header_text(self, key: str) -> str:
+        """A header member's JSON (the header is fixed once the runner exists; notes are not)."""
+        if key not in self._header_texts:
+            self._header_texts[key] = _indent(json.dumps(self.header[key], indent=1), " ")
+        return self._header_texts[key]
+
+    def _append_log(self, case: Case, argv: list[str] | None, log_path: str | None, row: Row,
+                    origin: str = "") -> None:
         try:
-            with open(log_path, errors="replace") as f:
+            with open(log_path or "", errors="replace") as f:
                 text = f.read()
         except OSError:
             text = ""
-        with open(os.path.join(self.workdir, DRIVER_LOG), "a") as log:
+        with self._lock, open(os.path.join(self.workdir, DRIVER_LOG), "a") as log:
             log.write(f"===== BEGIN {case.case_id} =====\n")
-            if argv:
+            if origin:
+                log.write(f"(not run: copied from the {origin})\n")
+            elif argv:
                 log.write(f"$ flashinfer_benchmark.py {shlex.join(argv)}\n")
             elif not case.skip_reason:
                 what = "quant_timing.measure_quant" if case.with_quant else "torch_backend.run_case"
@@ -183,14 +237,19 @@ class Runner:
             log.write(text if text.endswith("\n") or not text else text + "\n")
             log.write(f"===== END {case.case_id}: {row.status}"
                       + (f": {row.reason}" if row.reason else "") + " =====\n")
-        if os.path.exists(log_path):
+        if log_path and os.path.exists(log_path):
             os.remove(log_path)
 
     # -- one case
-    def _pool(self) -> WorkerPool:
-        if self.pool is None:
-            self.pool = WorkerPool(self.flashinfer_repo, os.path.join(self.case_dir, "worker.log"))
-        return self.pool
+    def _pool(self, slot: int) -> WorkerPool:
+        """The worker pool of GPU slot `slot` (made on first use: a run served wholly from the
+        cache starts no worker)."""
+        if slot not in self.pools:
+            device = self.devices[slot]
+            log = "worker.log" if device is None else f"worker.gpu{device}.log"
+            self.pools[slot] = WorkerPool(self.flashinfer_repo, os.path.join(self.case_dir, log),
+                                          device=device)
+        return self.pools[slot]
 
     def _request(self, case: Case, job: str) -> tuple[dict[str, Any], list[str] | None]:
         stem = os.path.join(self.case_dir, case.case_id + (".quant" if job == "quant" else ""))
@@ -205,12 +264,29 @@ class Runner:
             req["case"] = case.to_dict()
         return req, argv
 
-    def _execute(self, case: Case, job: str) -> tuple[Outcome, list[str] | None, str]:
+    def _execute(self, case: Case, job: str, slot: int = 0
+                 ) -> tuple[Outcome, list[str] | None, str | None, str]:
+        """(outcome, driver argv, case log, origin): from the cache (origin says where it was
+        measured; no argv, no log) or timed now by GPU slot `slot`'s worker (origin "")."""
+        record = self.cache.record(case, job, self.settings) if self.cache else None
+        if self.cache and record:
+            hit = self.cache.get(record)
+            if hit is not None:
+                return hit.outcome, None, None, hit.origin
+        outcome, argv, log_path = self._time(case, job, slot)
+        if self.cache and record and not self.cache.put(record, outcome, case.case_id) \
+                and self.cache.write_error:
+            print(f"warning: result cache not written: {self.cache.write_error}", file=self.progress)
+            self.cache.write_error = ""
+        return outcome, argv, log_path, ""
+
+    def _time(self, case: Case, job: str, slot: int) -> tuple[Outcome, list[str] | None, str]:
         req, argv = self._request(case, job)
         for stale in (req["log_path"], req["csv_path"]):
             if os.path.exists(stale):
                 os.remove(stale)
-        reply: WorkerReply = self._pool().run(req, self.settings.case_timeout)
+        pool = self._pool(slot)
+        reply: WorkerReply = pool.run(req, self.settings.case_timeout)
         try:
             with open(req["log_path"], errors="replace") as f:
                 log_text = f.read()
@@ -218,7 +294,7 @@ class Runner:
             log_text = ""
         if reply.lost and not log_text.strip():
             # Died before the case started writing (start-up): the worker log says why.
-            log_text = _tail_file(os.path.join(self.case_dir, "worker.log"))
+            log_text = _tail_file(pool.worker_log)
         settings = case_settings(case, self.settings)
         if job == "driver":
             outcome = classify_driver_case(log_text, read_driver_csv(req["csv_path"]), reply,
@@ -227,19 +303,19 @@ class Runner:
             outcome = classify_python_case(log_text, reply, settings)
         return outcome, argv, req["log_path"]
 
-    def run_one(self, case: Case) -> Row:
+    def run_one(self, case: Case, slot: int = 0) -> Row:
         if case.skip_reason:
             return row_from_case(case, Outcome("unsupported", case.skip_reason))
         if case.job == "driver" and not self.flashinfer_repo:
             return row_from_case(case, Outcome("failed", self.missing_driver))
         if case.with_quant:
-            return self._run_with_quant(case)
-        outcome, argv, log_path = self._execute(case, case.job)
-        row = row_from_case(case, outcome)
-        self._append_log(case, argv, log_path, row)
+            return self._run_with_quant(case, slot)
+        outcome, argv, log_path, origin = self._execute(case, case.job, slot)
+        row = replace(row_from_case(case, outcome), origin=origin)
+        self._append_log(case, argv, log_path, row, origin)
         return row
 
-    def _run_with_quant(self, case: Case) -> Row:
+    def _run_with_quant(self, case: Case, slot: int) -> Row:
         base = self.rows.get(case.base_case_id)
         if base is None:
             return row_from_case(case, Outcome("failed", f"base case {case.base_case_id} is not in this run"))
@@ -249,7 +325,7 @@ class Runner:
             return row_from_case(case, Outcome("incorrect", f"base case incorrect: {base.reason}"))
         if base.status != "ok" or base.median_us is None:
             return row_from_case(case, Outcome("failed", f"base case failed: {base.reason}"))
-        q, argv, log_path = self._execute(case, "quant")
+        q, argv, log_path, origin = self._execute(case, "quant", slot)
         if q.status != "ok" or q.median_us is None:
             word = "unsupported" if q.status == "unsupported" else "failed"
             row = row_from_case(case, Outcome(q.status, f"activation quantization {word}: {q.reason}",
@@ -266,7 +342,9 @@ class Runner:
                                               launches_per_call=launches, check=check),
                                 quant_us=q.median_us)
             row = dataclasses.replace(row, **_sum_spread(base, q))
-        self._append_log(case, argv, log_path, row)
+        # The sum holds the base row's number too: copied if either part was.
+        row = replace(row, origin="; ".join(dict.fromkeys(o for o in (origin, base.origin) if o)))
+        self._append_log(case, argv, log_path, row, origin)
         return row
 
     # -- all cases
@@ -275,22 +353,96 @@ class Runner:
         todo = [c for c in self.cases if c.case_id not in self.rows]
         # Kernel-only cases first: a with_quant row adds its quant time to its base row's time.
         todo.sort(key=lambda c: c.with_quant)
-        estimator = EtaEstimator()
-        t0 = time.monotonic()
+        self._todo, self._done = todo, 0
+        self._estimator, self._t0 = EtaEstimator(), time.monotonic()
         try:
-            for i, case in enumerate(todo, 1):
-                started = time.monotonic()
-                row = annotate(self.run_one(case), self.gpu)
-                self.rows[case.case_id] = row
-                self.save()
-                estimator.record(case, time.monotonic() - started)
-                eta = estimator.eta(todo[i:])
-                print(progress_line(i, len(todo), case, row, time.monotonic() - t0, eta),
-                      file=self.progress, flush=True)
+            if len(self.devices) == 1:
+                for case in todo:
+                    started = time.monotonic()
+                    self._record(case, annotate(self.run_one(case), self.gpu), started)
+            else:
+                self._run_on_every_gpu(todo)
         finally:
-            if self.pool is not None:
-                self.pool.stop(kill=True)
+            for pool in self.pools.values():
+                pool.stop(kill=True)
         return [self.rows[c.case_id] for c in self.cases]
+
+    def _record(self, case: Case, row: Row, started: float) -> None:
+        with self._lock:
+            self.rows[case.case_id] = row
+            self.save()
+            self._done += 1
+            self._estimator.record(case, time.monotonic() - started)
+            left = [c for c in self._todo if c.case_id not in self.rows]
+            print(progress_line(self._done, len(self._todo), case, row, time.monotonic() - self._t0,
+                                self._estimator.eta(left)), file=self.progress, flush=True)
+
+    def _run_on_every_gpu(self, todo: list[Case]) -> None:
+        """One thread per GPU slot takes the next case in `todo` order; a with_quant case waits
+        until its base case has a row. Rows land in self.rows by case id, so results.json lists
+        them in case order, as a run on one GPU does. A stop signal reaches this (main) thread:
+        it kills every worker, and the rows finished so far are what the run keeps."""
+        queue = list(todo)
+        pending = {c.case_id for c in todo}
+        ready = threading.Condition(self._lock)
+        stopping = threading.Event()
+        errors: list[BaseException] = []
+
+        def next_case() -> Case | None:
+            with ready:
+                if stopping.is_set() or not queue:
+                    return None
+                case = queue.pop(0)
+                if case.with_quant:
+                    ready.wait_for(lambda: stopping.is_set() or case.base_case_id not in pending)
+                return None if stopping.is_set() else case
+
+        def work(slot: int) -> None:
+            try:
+                while (case := next_case()) is not None:
+                    started = time.monotonic()
+                    row = annotate(self.run_one(case, slot), self.gpu)
+                    if stopping.is_set():
+                        return  # its worker was killed under it: not a measurement
+                    with ready:
+                        self._record(case, row, started)
+                        pending.discard(case.case_id)
+                        ready.notify_all()
+            except BaseException as e:  # noqa: BLE001  (re-raised by the main thread)
+                errors.append(e)
+                stopping.set()
+                with ready:
+                    ready.notify_all()
+            finally:
+                # This thread started the worker, whose parent-death signal fires when the thread
+                # ends: stop it first.
+                if slot in self.pools:
+                    self.pools[slot].stop(kill=True)
+
+        threads = [threading.Thread(target=work, args=(slot,), name=f"gpu-slot-{slot}", daemon=True)
+                   for slot in range(len(self.devices))]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        except BaseException:
+            stopping.set()
+            with ready:
+                ready.notify_all()
+            for pool in list(self.pools.values()):
+                pool.kill()
+            for t in threads:
+                t.join(10.0)
+            raise
+        if errors:
+            raise errors[0]
+
+
+def _indent(text: str, by: str) -> str:
+    """JSON text of a nested value: every line after its first indented `by` more."""
+    return text.replace("\n", "\n" + by)
 
 
 def _sum_spread(base: Row, quant: Outcome) -> dict[str, Any]:
@@ -332,12 +484,30 @@ def exit_code(rows: Iterable[Row]) -> int:
     return 1 if any(r.status in ("failed", "incorrect") for r in rows) else 0
 
 
+def open_cache(cache_dir: str | None, gpu: Gpu | None, environment: dict[str, Any], run_id: str,
+               timestamp: str, workdir: str, progress: TextIO) -> ResultCache | None:
+    """The result cache of this run, or None (--no_cache, or the machine is not known well enough
+    for a number to be reused: then it says so on `progress`)."""
+    if not cache_dir:
+        return None
+    machine = machine_fingerprint(gpu, environment)
+    missing = missing_machine_fields(machine)
+    if missing:
+        print(f"note: result cache not used: this machine's {', '.join(missing)} unknown, so no "
+              "number can be matched to it; every case is timed", file=progress)
+        return None
+    return ResultCache(os.path.abspath(cache_dir), machine, run_id, timestamp, workdir)
+
+
 def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdir: str,
              flashinfer_repo: str | None, gpu: Gpu | None, *,
              resume: bool = False, command: list[str] | None = None,
              progress: TextIO | None = None, environment: EnvironmentProbe,
-             report: ReportWriter | None = None, caps: Capabilities = HAND) -> int:
-    """Run `cases` into `workdir` (which check_workdir accepted); write every output; exit code."""
+             report: ReportWriter | None = None, caps: Capabilities = HAND,
+             cache_dir: str | None = None, devices: list[str | None] | None = None) -> int:
+    """Run `cases` into `workdir` (which check_workdir accepted); write every output; exit code.
+    `cache_dir`: the result cache to read and extend (None: time every case); `devices`: one
+    worker per entry, pinned to that CUDA_VISIBLE_DEVICES value (None: one unpinned worker)."""
     progress = progress if progress is not None else sys.stderr
     os.makedirs(workdir, exist_ok=True)
     kept, n_prev = load_kept(workdir, cases) if resume else ({}, 0)
@@ -346,13 +516,14 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
     write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
     timestamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    machine = _environment(environment, flashinfer_repo)
     header = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "run_id": new_run_id(timestamp),
         "tool": {"name": "benchmark-model-kernels", "version": __version__},
         "command": list(command if command is not None else sys.argv),
         "timestamp": timestamp,
-        "environment": _environment(environment, flashinfer_repo),
+        "environment": machine,
         "settings": asdict(settings),
         "plan": plan.to_dict() if plan is not None else None,
         "notes": _notes(caps),
@@ -361,7 +532,17 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         header["notes"]["resumed"] = f"{len(kept)} rows kept from the previous run (results.prev.json)"
         # A resumed run is the same run continued: its rows keep the run id they were written under.
         header["run_id"] = derived_run_id(load_results(os.path.join(workdir, PREV_RESULTS)))
-    runner = Runner(cases, settings, workdir, flashinfer_repo, header, gpu, kept, progress)
+    cache = open_cache(cache_dir, gpu, machine, header["run_id"], timestamp, workdir, progress)
+    if cache is not None:
+        header["notes"]["result_cache"] = (
+            f"{cache.folder}: a row whose `origin` is set was not timed by this run but copied "
+            "from the run it names, measured on this GPU model with these driver, CUDA, torch, "
+            "FlashInfer and triton versions and these timing settings (--no_cache times every case)")
+    if devices and len(devices) > 1:
+        header["notes"]["gpus"] = (f"cases spread over {len(devices)} GPUs of one model "
+                                   f"(CUDA_VISIBLE_DEVICES {', '.join(map(str, devices))}), one worker each")
+    runner = Runner(cases, settings, workdir, flashinfer_repo, header, gpu, kept, progress,
+                    cache=cache, devices=devices)
     runner.save()
     if any(c.driver_args and not c.skip_reason for c in cases):
         print(no_download_note(os.environ), file=progress)
@@ -378,9 +559,11 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
     failed = [r for r in rows if r.status == "failed"]
     incorrect = [r for r in rows if r.status == "incorrect"]
     n_ok = sum(r.status == "ok" for r in rows)
+    copied = sum(bool(r.origin) for r in rows)
     print(f"{len(rows)} rows: {n_ok} ok, {len(rows) - n_ok - len(failed) - len(incorrect)} unsupported, "
-          f"{len(failed)} failed, {len(incorrect)} incorrect -> {os.path.join(workdir, RESULTS_JSON)}",
-          file=progress)
+          f"{len(failed)} failed, {len(incorrect)} incorrect"
+          + (f" ({copied} copied from the result cache)" if copied else "")
+          + f" -> {os.path.join(workdir, RESULTS_JSON)}", file=progress)
     if plan is not None and plan.unsupported:
         print(f"note: the plan has {len(plan.unsupported)} module(s) it could not place; they have "
               "no rows (see the plan in results.json)", file=progress)
@@ -444,7 +627,8 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
             print(f"backend support per GPU from {caps.origin}")
             return dry_run(cases, request.settings, request.workdir, gpu=gpu)
         return run_plan(plan, cases, request.settings, request.workdir, request.flashinfer_repo, gpu,
-                        resume=request.resume, environment=environment, report=report, caps=caps)
+                        resume=request.resume, environment=environment, report=report, caps=caps,
+                        cache_dir=request.cache_dir, devices=list(request.devices) if request.devices else None)
 
 
 __all__ = [
@@ -455,6 +639,7 @@ __all__ = [
     "TIMING_NOTE",
     "annotate",
     "exit_code",
+    "open_cache",
     "plan_cases",
     "run_from_args",
     "run_plan",

@@ -17,6 +17,7 @@ Workdir contents:
   results.prev.json     (--resume) the results.json the resumed run started from; an older one
                         is kept as results.prev.<N>.json (1 the oldest, the highest N the newest)
   run.lock              held (flock) by the run using the workdir: its PID and command line
+  slurm_logs/           (--launcher slurm, a sweep's folder) each job's submitit logs
   combined_results.csv  derived from results.json at the end
   cases/<case_id>.csv   each driver case's raw CSV;  cases/worker.log  worker start-up output
   autotune_cache.json   FlashInfer's autotuner cache (default location; --autotune_cache moves it)
@@ -50,8 +51,11 @@ CASE_DIR = "cases"
 PREV_RESULTS = "results.prev.json"
 DEFAULT_AUTOTUNE_CACHE = "autotune_cache.json"
 LOCK_FILE = "run.lock"
-#: Files that make a folder a workdir of this tool (a run, a dry run, or a run's lock).
-TOOL_MARKERS = (RESULTS_JSON, CASES_JSON, LOCK_FILE)
+#: A sweep's Slurm job logs (--launcher slurm), before any of its runs has written a file.
+SLURM_LOGS = "slurm_logs"
+#: Files that make a folder a workdir of this tool (a run, a dry run, a run's lock, a sweep's
+#: Slurm logs).
+TOOL_MARKERS = (RESULTS_JSON, CASES_JSON, LOCK_FILE, SLURM_LOGS)
 
 
 def _existing_ancestor(path: str) -> str:
@@ -290,6 +294,7 @@ __all__ = [
     "DRIVER_LOG",
     "LOCK_FILE",
     "PREV_RESULTS",
+    "SLURM_LOGS",
     "TESTLIST",
     "TOOL_MARKERS",
     "back_up_results",

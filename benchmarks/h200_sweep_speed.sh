@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The H200 runs behind examples/h200/sweep_speed/: benchmarks/sweep_speed.py against its targets.
+# From the project root on the GPU machine, after `source .fixz/setup.sh && source
+# .tilebundle/setup.sh && export PYTHONPATH=$PWD/scripts:$PYTHONPATH` (as h200_vllm_default.sh;
+# without tileiras the cutile rows fail as set-up and every run exits 1):
+#   bash benchmarks/h200_sweep_speed.sh llama OUTDIR    # Llama-3.1-8B TP=1 cold, warm, cached
+#   bash benchmarks/h200_sweep_speed.sh models OUTDIR   # the 8 bundled models at TP=1 (optional)
+# Each fits one 10-minute device call. The models sweep needs more than one: call it again on
+# the same (still warm) machine and it continues with --resume, adding up the wall times.
+# The workdirs stay in workdirs/sweep_speed/ (git-ignored, kept between calls); OUTDIR gets the
+# console, the record (sweep_speed_*.json) and one archive of each run's results.json, CSV and
+# report.md (a device call returns at most 8 files).
+set -u
+what=${1:?llama or models}; E=${2:?OUTDIR}; mkdir -p "$E"
+W=workdirs/sweep_speed
+case $what in
+  llama) runs="cold warm cached"; dirs="cold warm cached"
+         rm -rf "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/sweep_speed_cold_warm_cached.json ;;
+  models) runs="models"; dirs="models" ;;
+  *) echo "error: first argument: llama or models" >&2; exit 2 ;;
+esac
+python3 benchmarks/sweep_speed.py --flashinfer_repo .devbundle/flashinfer --out "$W" --runs $runs \
+  --budget_s "${BUDGET_S:-560}" >>"$E/sweep_speed_$what.txt" 2>&1
+rc=$?
+echo "sweep_speed rc=$rc" | tee -a "$E/sweep_speed_$what.txt"
+cp "$W"/sweep_speed_*.json "$E/" 2>/dev/null
+# shellcheck disable=SC2086  # $dirs is a word list
+(cd "$W" && find $dirs -name results.json -o -name combined_results.csv -o -name report.md \
+  | tar -cJf - -T -) >"$E/sweep_speed_${what}_results.tar.xz"
+tail -5 "$E/sweep_speed_$what.txt"
+exit $rc

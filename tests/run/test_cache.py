@@ -1,0 +1,195 @@
+"""The result cache: what its key holds, what a hit copies into results.json, and --resume with it.
+
+Runs use the stand-in driver (synthetic numbers, plumbing only) and a made-up machine record."""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing
+import os
+from dataclasses import replace
+
+from benchmark_model_kernels.cases.schema import GemmShape
+from benchmark_model_kernels.report import report
+from benchmark_model_kernels.run import cache as result_cache
+from benchmark_model_kernels.run import runner
+from benchmark_model_kernels.run.outcome import Outcome
+from benchmark_model_kernels.run.results import RunSettings, load_results
+from helpers_runner import FAKE_REPO, GPU, VALUE_ERROR, gemm_case, settings
+
+MACHINE = {"versions": {"driver": "570.1", "cuda_runtime": "12.9", "torch": "2.11.0",
+                        "flashinfer_wheel": "0.6.17", "flashinfer_checkout": "0.6.17"}}
+
+
+def machine(**versions):
+    return result_cache.machine_fingerprint(GPU, {"versions": {**MACHINE["versions"], **versions}})
+
+
+def key(case, *, job="driver", run_settings=None, fingerprint=None):
+    record = result_cache.key_record(fingerprint or machine(), case, job, run_settings or RunSettings(),
+                                     result_cache.code_digest(job))
+    return result_cache.cache_key(record)
+
+
+def test_the_same_case_under_other_labels_has_the_same_key():
+    # lm_head of two models at the same per-rank shape: one timing serves both.
+    a = gemm_case(4096, name="lm_head")
+    b = replace(a, case_id="gemm.lm_head.m8.bf16.cudnn.other", modules=("lm_head",), layers=1,
+                vllm_default="same")
+    assert key(a) == key(b)
+    assert key(a, run_settings=RunSettings(autotune_cache="/x/a.json", case_timeout=5)) == key(a)
+
+
+def test_a_shape_token_count_backend_or_scheme_change_misses():
+    a = gemm_case(4096)
+    assert key(gemm_case(4096, k=128)) != key(a)
+    assert key(gemm_case(4096, m=64)) != key(a)
+    assert key(gemm_case(4096, backend="cublas")) != key(a)
+    assert key(replace(a, physical=GemmShape(8, 4160, 64))) != key(a)
+    assert key(replace(a, scheme="per_token")) != key(a)
+    assert key(a, job="torch") != key(a)
+
+
+def test_a_version_gpu_or_timer_setting_change_misses():
+    a = gemm_case(4096)
+    for change in ({"torch": "2.12.0"}, {"driver": "575.0"}, {"flashinfer_wheel": "0.6.18"},
+                   {"cuda_runtime": "13.0"}, {"flashinfer_checkout_commit": "abc"}):
+        assert key(a, fingerprint=machine(**change)) != key(a), change
+    other_gpu = result_cache.machine_fingerprint(("NVIDIA H100", (9, 0)), MACHINE)
+    assert key(a, fingerprint=other_gpu) != key(a)
+    for run_settings in (RunSettings(num_iters=100), RunSettings(cuda_graph=False),
+                         RunSettings(autotune=False), RunSettings(dry_run_iters=1)):
+        assert key(a, run_settings=run_settings) != key(a)
+
+
+def test_a_machine_without_gpu_or_versions_is_not_cached(tmp_path):
+    progress = io.StringIO()
+    assert runner.open_cache(str(tmp_path), None, MACHINE, "r", "t", "w", progress) is None
+    assert "gpu" in progress.getvalue()
+    assert runner.open_cache(str(tmp_path), GPU, {"versions": {}}, "r", "t", "w", progress) is None
+    assert "driver, torch unknown" in progress.getvalue()
+
+
+def run_into(tmp_path, name, cases, cache_dir, **kw):
+    workdir = str(tmp_path / name)
+    progress = io.StringIO()
+    rc = runner.run_plan(None, cases, replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "at.json")),
+                         workdir, FAKE_REPO, GPU, command=["test"], progress=progress,
+                         environment=lambda repo: MACHINE, cache_dir=cache_dir, **kw)
+    return rc, load_results(workdir), progress.getvalue(), workdir
+
+
+def test_a_second_run_copies_cached_rows_with_their_origin_and_starts_no_worker(tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    cases = [gemm_case(512), gemm_case(1024), gemm_case(VALUE_ERROR)]
+    rc1, first, _, _ = run_into(tmp_path, "a", cases, cache_dir)
+    assert rc1 == 1 and all(r["origin"] == "" for r in first["rows"])
+    # Another model with the same shapes under other names: the ok rows are served from the cache.
+    renamed = [replace(c, case_id=c.case_id.replace("gemm.", "gemm.other_"), name="o_proj") for c in cases]
+    rc2, second, progress, workdir = run_into(tmp_path, "b", renamed, cache_dir)
+    rows = second["rows"]
+    assert rc2 == 1
+    for before, after in zip(first["rows"][:2], rows[:2], strict=True):
+        assert after["median_us"] == before["median_us"] and after["status"] == "ok"
+        assert after["origin"] == (f"result cache: run {first['run_id']} at {first['timestamp']} "
+                                   f"({tmp_path / 'a'}, {before['case_id']})")
+        assert after["name"] == "o_proj" and after["tflops"] is not None  # labels and roofline are its own
+    assert rows[2]["status"] == "failed" and rows[2]["origin"] == ""  # a failure is tried again
+    assert "2 copied from the result cache" in progress
+    assert "result_cache" in second["notes"] and second["run_id"] != first["run_id"]
+    log = open(os.path.join(workdir, "driver.log")).read()
+    assert log.count("(not run: copied from the result cache: run ") == 2
+    # The report says so too: a copied number is never shown as measured by this run.
+    text = open(report.write_report([workdir])).read()
+    assert "| Copied from the result cache | 2 of 3 rows: not timed by this run;" in text
+    first_report = open(report.write_report([str(tmp_path / "a")])).read()
+    assert "Copied from the result cache" not in first_report
+
+
+def test_no_cache_times_every_case_again(tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    run_into(tmp_path, "a", [gemm_case(512)], cache_dir)
+    _, again, _, _ = run_into(tmp_path, "b", [gemm_case(512)], None)
+    assert again["rows"][0]["origin"] == "" and "result_cache" not in again["notes"]
+
+
+def test_resume_and_the_cache_agree(tmp_path):
+    # A run interrupted after two cases keeps them on --resume; a fresh workdir gets the same rows
+    # from the cache, each naming the run that measured it.
+    cache_dir = str(tmp_path / "cache")
+    cases = [gemm_case(512), gemm_case(1024), gemm_case(2048)]
+    _, partial, _, workdir = run_into(tmp_path, "a", cases[:2], cache_dir)
+    _, resumed, _, _ = run_into(tmp_path, "a", cases, cache_dir, resume=True)
+    assert [r["origin"] for r in resumed["rows"]] == ["", "", ""]
+    _, fresh, _, _ = run_into(tmp_path, "b", cases, cache_dir)
+    assert [r["median_us"] for r in fresh["rows"]] == [r["median_us"] for r in resumed["rows"]]
+    assert [r["origin"].split(" at ")[0] for r in fresh["rows"]] == [
+        f"result cache: run {partial['run_id']}"] * 2 + [f"result cache: run {resumed['run_id']}"]
+    # --resume of the fresh workdir keeps the copied rows with their origin.
+    _, again, _, _ = run_into(tmp_path, "b", cases, cache_dir, resume=True)
+    assert [r["origin"] for r in again["rows"]] == [r["origin"] for r in fresh["rows"]]
+
+
+def test_with_quant_rows_from_the_cache_name_it(tmp_path):
+    c = gemm_case(512, dtype="fp8")
+    q = gemm_case(512, dtype="fp8", with_quant=True)
+    cache = result_cache.ResultCache(str(tmp_path / "c"), machine(), "run1", "2026-12-01T00:00:00+00:00", "w")
+    cache.put(cache.record(q, "quant", settings(tmp_path)), Outcome("ok", "", 1.5, 0.1, "cupti"), q.case_id)
+    _, results, _, _ = run_into(tmp_path, "a", [c, q], str(tmp_path / "c"))
+    base, with_quant = results["rows"]
+    assert base["origin"] == "" and with_quant["quant_us"] == 1.5
+    assert with_quant["median_us"] == base["median_us"] + 1.5
+    assert with_quant["origin"] == f"result cache: run run1 at 2026-12-01T00:00:00+00:00 (w, {q.case_id})"
+
+
+def test_quantization_of_the_same_activation_is_timed_once_for_every_backend():
+    cudnn = gemm_case(512, dtype="fp8", with_quant=True, routine="bmm_fp8")
+    cublas = gemm_case(1024, dtype="fp8", with_quant=True, routine="bmm_fp8", backend="cublas")
+    torch_per_tensor = replace(gemm_case(2048, dtype="fp8", with_quant=True, backend="torch",
+                                         routine="torch._scaled_mm"), variant="per_tensor")
+    assert key(cudnn, job="quant") == key(cublas, job="quant") == key(torch_per_tensor, job="quant")
+    assert key(cudnn, job="quant") != key(cudnn)  # the kernel itself is another measurement
+    for other in (replace(torch_per_tensor, variant="per_token"), replace(cudnn, variant="block128"),
+                  gemm_case(512, dtype="fp8", with_quant=True, k=128),
+                  gemm_case(512, m=64, dtype="fp8", with_quant=True)):
+        assert key(other, job="quant") != key(cudnn, job="quant")
+
+
+def _hammer(folder, n):
+    cache = result_cache.ResultCache(folder, machine(), f"pid{os.getpid()}", "t", "w")
+    record = cache.record(gemm_case(512), "driver", RunSettings())
+    for i in range(n):
+        cache.put(record, Outcome("ok", "", float(i), 0.0, "cupti"), "c")
+        assert cache.get(record) is not None
+
+
+def test_two_processes_writing_one_entry_never_leave_a_torn_file(tmp_path):
+    folder = str(tmp_path / "c")
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_hammer, args=(folder, 200)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    (entry,) = [os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs]
+    assert json.load(open(entry))["outcome"]["median_us"] == 199.0
+
+
+def test_a_case_that_saw_no_gpu_is_not_stored(tmp_path):
+    cache = result_cache.ResultCache(str(tmp_path), machine(), "r", "t", "w")
+    record = cache.record(gemm_case(512, backend="torch"), "torch", RunSettings())
+    assert not cache.put(record, Outcome("unsupported", "the torch backend needs a CUDA GPU; none is visible"), "c")
+    assert cache.get(record) is None
+    assert cache.put(record, Outcome("unsupported", "mm_fp4 cutlass needs SM100+; this GPU is sm_90"), "c")
+    assert cache.get(record).outcome.status == "unsupported"
+
+
+def test_an_unreadable_entry_is_a_miss(tmp_path):
+    cache = result_cache.ResultCache(str(tmp_path), machine(), "r", "t", "w")
+    record = cache.record(gemm_case(512), "driver", RunSettings())
+    cache.put(record, Outcome("ok", "", 1.0, 0.0, "cupti"), "c")
+    (entry,) = [os.path.join(root, f) for root, _, fs in os.walk(tmp_path) for f in fs]
+    open(entry, "w").write("{")
+    assert cache.get(record) is None
