@@ -121,6 +121,7 @@ def test_resume_and_the_cache_agree(tmp_path):
     cases = [gemm_case(512), gemm_case(1024), gemm_case(2048)]
     _, partial, _, workdir = run_into(tmp_path, "a", cases[:2], cache_dir)
     _, resumed, _, _ = run_into(tmp_path, "a", cases, cache_dir, resume=True)
+    assert resumed["run_id"] == partial["run_id"]  # a resumed run is the same run, continued
     assert [r["origin"] for r in resumed["rows"]] == ["", "", ""]
     _, fresh, _, _ = run_into(tmp_path, "b", cases, cache_dir)
     assert [r["median_us"] for r in fresh["rows"]] == [r["median_us"] for r in resumed["rows"]]
@@ -193,3 +194,18 @@ def test_an_unreadable_entry_is_a_miss(tmp_path):
     (entry,) = [os.path.join(root, f) for root, _, fs in os.walk(tmp_path) for f in fs]
     open(entry, "w").write("{")
     assert cache.get(record) is None
+
+
+def test_an_entry_keeps_the_samples_and_check_of_the_measurement(tmp_path):
+    cache = result_cache.ResultCache(str(tmp_path), machine(), "r", "t", "w")
+    record = cache.record(gemm_case(512), "driver", RunSettings())
+    measured = Outcome("ok", "", 2.0, 0.1, "cupti", samples_us=(1.5, 2.0, 2.5), launches_per_call=3.0,
+                       check={"check": "passed", "max_abs_err": 0.01})
+    cache.put(record, measured, "c")
+    assert cache.get(record).outcome == measured
+    # An eager case runs without CUDA graphs: another key than its graph twin.
+    eager = replace(gemm_case(512), mode="eager")
+    assert cache.record(eager, "driver", RunSettings())["timing"]["cuda_graph"] is False
+    assert result_cache.cache_key(cache.record(eager, "driver", RunSettings())) != result_cache.cache_key(record)
+    both_modes = RunSettings(modes=("graph", "eager"))
+    assert result_cache.cache_key(cache.record(gemm_case(512), "driver", both_modes)) == result_cache.cache_key(record)

@@ -344,8 +344,9 @@ def test_results_text_is_the_json_of_the_payload_at_every_step(tmp_path):
     for row in rows_of(results):
         r.rows[row.case_id] = row
         assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
-    r.rows[cases[0].case_id] = replace(r.rows[cases[0].case_id], median_us=123.0)
+    r.rows[cases[0].case_id] = replace(r.rows[cases[0].case_id], median_us=123.0, samples_us=[1.0, 2.5])
     assert json.loads(r.payload_text())["rows"][0]["median_us"] == 123.0
+    assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
     assert open(os.path.join(workdir, "results.json")).read() == json.dumps(load_results(workdir), indent=1) + "\n"
 
 
