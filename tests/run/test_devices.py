@@ -78,7 +78,8 @@ def test_a_stop_signal_ends_every_gpu_worker_and_keeps_the_finished_rows(tmp_pat
         while time.monotonic() < deadline:
             log = os.path.join(tmp_path, "w", "cases")
             found = [f for f in os.listdir(log)] if os.path.isdir(log) else []
-            if sum(f.startswith("gemm.g6662") or f.startswith("gemm.h2") for f in found) >= 2:
+            if sum(f.endswith(".log") and (f.startswith("gemm.g6662") or f.startswith("gemm.h2"))
+                   for f in found) >= 2:  # both hanging cases have started
                 time.sleep(0.5)
                 break
             time.sleep(0.05)

@@ -387,6 +387,9 @@ class Runner:
         ready = threading.Condition(self._lock)
         stopping = threading.Event()
         errors: list[BaseException] = []
+        # Each thread sets its own event when done (its worker reaped): Thread.join interrupted by
+        # the stop signal can report a running thread as ended (Python 3.11), so it is not used.
+        finished = [threading.Event() for _ in self.devices]
 
         def next_case() -> Case | None:
             with ready:
@@ -418,26 +421,31 @@ class Runner:
                 # ends: stop it first.
                 if slot in self.pools:
                     self.pools[slot].stop(kill=True)
+                finished[slot].set()
 
         threads = [threading.Thread(target=work, args=(slot,), name=f"gpu-slot-{slot}", daemon=True)
                    for slot in range(len(self.devices))]
         for t in threads:
             t.start()
         try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)
+            for done in finished:
+                while not done.wait(0.2):
+                    pass
         except BaseException:
             stopping.set()
             with ready:
                 ready.notify_all()
             for pool in list(self.pools.values()):
                 pool.kill()
-            for t in threads:
-                t.join(10.0)
+            for done in finished:
+                done.wait(STOP_WAIT_S)
             raise
         if errors:
             raise errors[0]
+
+
+#: Seconds a stopped multi-GPU run waits for each worker thread to reap its killed worker.
+STOP_WAIT_S = 10.0
 
 
 def _indent(text: str, by: str) -> str:
