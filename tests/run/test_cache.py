@@ -54,7 +54,8 @@ def test_a_shape_token_count_backend_or_scheme_change_misses():
 def test_a_version_gpu_or_timer_setting_change_misses():
     a = gemm_case(4096)
     for change in ({"torch": "2.12.0"}, {"driver": "575.0"}, {"flashinfer_wheel": "0.6.18"},
-                   {"cuda_runtime": "13.0"}, {"flashinfer_checkout_commit": "abc"}):
+                   {"cuda_runtime": "13.0"}, {"flashinfer_checkout_commit": "abc"},
+                   {"flashinfer_jit_cache": "0.6.18.post1"}):
         assert key(a, fingerprint=machine(**change)) != key(a), change
     other_gpu = result_cache.machine_fingerprint(("NVIDIA H100", (9, 0)), MACHINE)
     assert key(a, fingerprint=other_gpu) != key(a)

@@ -2,8 +2,9 @@
 
 In: a case, the job that times it ("driver", "torch", "triton", "quant"), the RunSettings, and the
 machine (GPU name and compute capability, driver, CUDA, torch, FlashInfer wheel and checkout,
-cupti-python, triton versions). Out: the Outcome an earlier run measured for exactly that key, with
-its origin (run id, date, workdir), or a miss.
+FlashInfer's prebuilt-kernel packages, cupti-python and triton versions). Out: the Outcome an
+earlier run measured for exactly that key, with its origin (run id, date, workdir, case), or a
+miss.
 
 The key is the SHA-256 of a JSON record of:
   machine  the fingerprint above (`machine_fingerprint`); unknown GPU or versions: no cache at all
@@ -89,6 +90,8 @@ def machine_fingerprint(gpu: tuple[str, tuple[int, int]] | None, environment: di
         "flashinfer_wheel_commit": v.get("flashinfer_wheel_commit"),
         "flashinfer_checkout": v.get("flashinfer_checkout"),
         "flashinfer_checkout_commit": v.get("flashinfer_checkout_commit"),
+        "flashinfer_cubin": v.get("flashinfer_cubin"),
+        "flashinfer_jit_cache": v.get("flashinfer_jit_cache"),
         "cupti_python": v.get("cupti_python"),
     }
 
