@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # The H200 runs behind examples/h200/sweep_speed/: benchmarks/sweep_speed.py against its targets.
 # From the project root on the GPU machine, after `source .fixz/setup.sh && export
-# PYTHONPATH=$PWD/scripts:$PYTHONPATH` (carry .fixz and .devbundle/flashinfer, 18 MB; add
-# `source .tilebundle/setup.sh` where the carry limit leaves room for it: without tileiras the 20
-# cutile rows fail as set-up in every run, the runs exit 1, and the cached run, which never
-# copies a failure, starts a worker to try them again):
+# PYTHONPATH=$PWD/scripts:$PYTHONPATH` (carry .fixz and .devbundle/flashinfer, 18 MB; no tileiras
+# is needed: on sm_90 the planner skips the cutile rows, tileiras having no sm_90 target):
 #   bash benchmarks/h200_sweep_speed.sh llama OUTDIR    # Llama-3.1-8B TP=1 cold, warm, cached
 #   bash benchmarks/h200_sweep_speed.sh models OUTDIR   # the 8 bundled models at TP=1 (optional)
 # Each fits one 10-minute device call. The models sweep needs more than one: call it again on
