@@ -123,3 +123,30 @@ def test_check_gpus_without_nvml_or_a_device_is_one_usage_error():
 
     with pytest.raises(UsageError, match="cannot be read through NVML"):
         devices.check_gpus("0,1", no_device)
+
+
+def test_the_cli_spreads_a_run_over_gpus_and_writes_the_one_gpu_rows(tmp_path, monkeypatch, capsys):
+    import json
+
+    from benchmark_model_kernels import cli_model
+    from benchmark_model_kernels.run import flags
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 100}))
+    monkeypatch.setattr(flags, "detect_gpu", lambda: GPU)
+    monkeypatch.setattr(flags.devices, "nvml_names", lambda numbers: ["NVIDIA H200"] * len(numbers))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    common = [str(model), "--ms", "1", "8", "--dtypes", "bf16", "--backends", "cudnn", "cublaslt",
+              "--flashinfer_repo", FAKE_REPO, "--no_cache"]
+    assert cli_model.main([*common, "--workdir", str(tmp_path / "one")]) == 0
+    assert cli_model.main([*common, "--workdir", str(tmp_path / "two"), "--gpus", "0,1"]) == 0
+    capsys.readouterr()
+    one, two = (load_results(str(tmp_path / w)) for w in ("one", "two"))
+    assert [r["case_id"] for r in two["rows"]] == [r["case_id"] for r in one["rows"]]
+    assert [r["median_us"] for r in two["rows"]] == [r["median_us"] for r in one["rows"]]
+    assert set(devices_of_cases(str(tmp_path / "two")).values()) == {"0", "1"}
+    assert "2 GPUs" in two["notes"]["gpus"] and "gpus" not in one["notes"]
