@@ -73,3 +73,30 @@ def test_a_job_runs_on_its_gpus_here():
     on_node = launcher.job_args(args)
     assert on_node.launcher == "here" and on_node.gpus == "0,1,2,3"
     assert launcher.job_args(cli_model.build_parser().parse_args(["m", "--launcher", "slurm"])).gpus is None
+
+
+def test_a_refused_submission_is_one_line_and_cancels_the_jobs_before_it(tmp_path):
+    from benchmark_model_kernels.errors import UsageError
+
+    class Job:
+        def __init__(self):
+            self.cancelled = False
+
+        def cancel(self, check=True):
+            self.cancelled = True
+
+    class Executor:
+        def __init__(self):
+            self.jobs = []
+
+        def submit(self, fn, *args):
+            if self.jobs:
+                raise RuntimeError("sbatch: error: invalid partition specified: h999\nmore")
+            self.jobs.append(Job())
+            return self.jobs[-1]
+
+    ex = Executor()
+    runs = [launcher.SweepRun(f"run{i}", str(tmp_path / f"w{i}"), print, ()) for i in range(3)]
+    with pytest.raises(UsageError, match=r"invalid partition specified: h999\); 1 job"):
+        launcher.run_jobs(ex, runs)
+    assert ex.jobs[0].cancelled

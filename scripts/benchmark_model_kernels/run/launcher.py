@@ -131,7 +131,17 @@ def run_jobs(executor: Any, runs: list[SweepRun], progress: TextIO | None = None
     run workdirs holding a results.json). Exit code: the highest of the runs' (a job that raised
     or was killed counts as 1), or 128 + the signal that stopped the wait."""
     progress = progress if progress is not None else sys.stderr
-    jobs = [executor.submit(r.call, *r.call_args) for r in runs]
+    jobs: list[Any] = []
+    for r in runs:
+        try:
+            jobs.append(executor.submit(r.call, *r.call_args))
+        except Exception as e:  # noqa: BLE001  (sbatch's refusal: a bad partition, time or account)
+            for j in jobs:
+                j.cancel(check=False)
+            first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            raise UsageError("--launcher", "slurm", f"the job of {r.label} was refused ({first.strip()}); "
+                             f"{len(jobs)} job(s) submitted before it were cancelled; check "
+                             "--slurm_partition, --slurm_time and --slurm_gpus_per_node") from None
     for r, j in zip(runs, jobs, strict=True):
         print(f"[slurm] job {j.job_id}: {r.label} -> {r.workdir} (log {_log_of(j)})", file=progress, flush=True)
     t0, rc, failed = time.monotonic(), 0, 0
