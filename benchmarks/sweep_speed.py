@@ -5,7 +5,8 @@ Runs `scripts/benchmark_model.py` into fresh workdirs under --out, in this order
   cold    Llama-3.1-8B TP=1, M = 1 8 64 512: its own autotune cache, no result cache (and
           whatever JIT caches the machine has: a fresh machine has none; the record says which)
   warm    the same sweep, tuning reused from cold's autotune cache (JIT warm), every case timed
-          again into a new result cache (<out>/result_cache)
+          again into a new result cache (<out>/result_cache; as in any run with the cache on, one
+          activation quantization is timed once for all the backends that share it)
   cached  the same sweep again with that result cache: every timed row is copied from it
   models  the 8 bundled models at TP=1, M = 1 8 64 512, in one command, from empty caches (its
           own autotune cache and result cache, shared by the 8 runs); an --out that already
