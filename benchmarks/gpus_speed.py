@@ -10,8 +10,8 @@ pass first (M=1, one iteration, no autotuning) builds the JIT kernels, so that n
 pays for them. Writes <out>/gpus_speed.json and exits 1 when the rows differ or the target is
 missed.
 
-    source .fixz/setup.sh && export PYTHONPATH=$PWD/scripts:$PYTHONPATH && \\
-    python benchmarks/gpus_speed.py --flashinfer_repo .devbundle/flashinfer --out "$OUT/gpus" \\
+    source .fi618/setup.sh && export PYTHONPATH=$PWD/scripts:$PYTHONPATH && \\
+    python benchmarks/gpus_speed.py --flashinfer_repo .fi618/flashinfer --out "$OUT/gpus" \\
         --autotune_cache /tmp/tuned.json --warmup
 """
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The H200 runs behind examples/h200/sweep_speed/: benchmarks/sweep_speed.py against its targets.
-# From the project root on the GPU machine, after `source .fixz/setup.sh && export
-# PYTHONPATH=$PWD/scripts:$PYTHONPATH` (carry .fixz and .devbundle/flashinfer, 18 MB; no tileiras
-# is needed: on sm_90 the planner skips the cutile rows, tileiras having no sm_90 target):
+# From the project root on the GPU machine, after `source .fi618/setup.sh && export
+# PYTHONPATH=$PWD/scripts:$PYTHONPATH` (carry [".fi618"], 19 MB: FlashInfer 0.6.18.post1 and its
+# driver, made by make_flashinfer_bundles.sh; FLASHINFER_REPO names another driver checkout, e.g.
+# .devbundle/flashinfer after `source .devbundle/setup.sh`). No tileiras is needed: on sm_90 the
+# planner skips the cutile rows, tileiras having no sm_90 target.
 #   bash benchmarks/h200_sweep_speed.sh llama OUTDIR    # Llama-3.1-8B TP=1 cold, warm, cached
 #   bash benchmarks/h200_sweep_speed.sh models OUTDIR   # the 8 bundled models at TP=1 (optional)
 # Each fits one 10-minute device call. The models sweep needs more than one: call it again on
@@ -13,13 +15,14 @@
 set -u
 what=${1:?llama or models}; E=${2:?OUTDIR}; mkdir -p "$E"
 W=workdirs/sweep_speed
+FI=${FLASHINFER_REPO:-.fi618/flashinfer}
 case $what in
   llama) runs="cold warm cached"; dirs="cold warm cached"
          rm -rf "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/sweep_speed_cold_warm_cached.json ;;
   models) runs="models"; dirs="models" ;;
   *) echo "error: first argument: llama or models" >&2; exit 2 ;;
 esac
-python3 benchmarks/sweep_speed.py --flashinfer_repo .devbundle/flashinfer --out "$W" --runs $runs \
+python3 benchmarks/sweep_speed.py --flashinfer_repo "$FI" --out "$W" --runs $runs \
   --budget_s "${BUDGET_S:-560}" >>"$E/sweep_speed_$what.txt" 2>&1
 rc=$?
 echo "sweep_speed rc=$rc" | tee -a "$E/sweep_speed_$what.txt"

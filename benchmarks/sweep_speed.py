@@ -18,8 +18,8 @@ the record and the summary line count them, e.g. cutile rows without the tileira
 of --budget_s (less what the runs after it need), so one command fits a device call's limit; a
 run stopped there is recorded as missed, with the rows it wrote.
 
-    source .devbundle/setup.sh && python benchmarks/sweep_speed.py \\
-        --flashinfer_repo .devbundle/flashinfer --out "$OUT/sweep"
+    source .fi618/setup.sh && python benchmarks/sweep_speed.py \\
+        --flashinfer_repo .fi618/flashinfer --out "$OUT/sweep"
 
 writes <out>/sweep_speed_<runs>.json (commands, wall times, exit codes, rows per status, rows
 copied, targets) and prints one line per run.
