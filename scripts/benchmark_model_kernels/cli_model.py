@@ -45,8 +45,11 @@ EPILOG = """examples:
   %(prog)s qwen3-30b-a3b --tp 1 4 --ep 1 4 --print_only   a TP/EP sweep: (1,1) then (4,4)
   %(prog)s llama-3.1-8b qwen3-8b --flashinfer_repo FI --workdir /shared/cmp --launcher slurm \
       --slurm_partition h200                         one Slurm job per run, then the report
+  %(prog)s deepseek-v3 --tp 2 --ep 8 --cross_check vllm   compare the plan with vLLM's own model
+                                                     class built on meta (needs vLLM installed)
 
-exit codes: 0 plan complete (and run ok); 2 bad input, or some module could not be planned."""
+exit codes: 0 plan complete (and run ok, or the cross-check agrees); 2 bad input, some module could
+not be planned, or the cross-check found a difference (one line each) or vLLM refuses the model."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="let --plan_json replace an existing file, e.g. --plan_json plan.json --force "
                         "(never one this command reads, such as MODEL's config.json)")
+    p.add_argument("--cross_check", choices=["vllm"], default=None,
+                   help="e.g. --cross_check vllm: also build vLLM's own model class for the config on meta "
+                        "tensors at this TP/EP (rank 0, parallel groups faked, no weights, remote code only with "
+                        "--trust-remote-code), compare its per-rank linear and fused-MoE layers with the plan "
+                        "and print one line per difference; implies --print_only; needs vLLM importable "
+                        "(CPU is enough); the plan JSON records the vLLM version compared against")
     p.add_argument("--list_models", action="store_true", help="list the bundled model names and exit")
     flags.add_run_arguments(p)
     launcher.add_launcher_arguments(p)
@@ -168,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     rc = cli_main(lambda: _main(argv))
-    if as_program and ("--print_only" in argv or "--list_models" in argv):
+    if as_program and ("--print_only" in argv or "--list_models" in argv
+                       or any(a.startswith("--cross_check") for a in argv)):
         # Interpreter teardown of torch + transformers costs ~0.8 s (a quarter of the 3 s preview
         # budget) and a preview holds nothing to clean up: the plan JSON is already renamed into
         # place. Flush and leave.
@@ -208,6 +218,11 @@ def _main(argv: list[str]) -> int:
         return 0
     if not args.model:
         raise UsageError("MODEL", "(missing)", "give a bundled name (--list_models), a config path or a Hub ID")
+    if args.cross_check:
+        from .crosscheck.vllm_build import require_vllm
+
+        require_vllm()  # before any planning: one line saying how to install it
+        args.print_only = True
     launcher.check_launcher_args(args)
     runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
     for _, tp, ep in runs:  # every setting is validated before any work starts
@@ -309,6 +324,8 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
                                       allow_defaults=args.allow_defaults)
     finally:
         gc.enable()
+    if args.cross_check:
+        plan = _cross_checked(plan, model, args)
     sys.stdout.write(preview.format_plan(plan))
     print(weight_memory_line(plan))
     if args.print_only and getattr(args, "assume_cc", None):
@@ -318,7 +335,7 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     if args.plan_json:
         write_plan_json(plan, args.plan_json)
         print(f"# plan written to {args.plan_json}")
-    incomplete = EXIT_USAGE if not plan.complete else 0
+    incomplete = EXIT_USAGE if not plan.complete or (plan.cross_check and plan.cross_check.status != "match") else 0
     if args.print_only:
         return incomplete
     run_args = argparse.Namespace(**vars(args))
@@ -326,6 +343,18 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     return runner.run_from_args(run_args, plan, environment=environment.collect,
                                 report=report.write_report,
                                 resume_may_start_fresh=workdir != args.workdir) or incomplete
+
+
+def _cross_checked(plan, model: str, args: argparse.Namespace):
+    """The plan with what vLLM's own model class for the same config and layout says of it."""
+    from dataclasses import replace
+
+    from .crosscheck.check import cross_check
+    from .plan.schema import CrossCheck
+
+    src = config_source.resolve(model, args.revision)
+    result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory)
+    return replace(plan, cross_check=CrossCheck(result.against, result.status, result.differences, result.refused))
 
 
 __all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_job", "run_label",

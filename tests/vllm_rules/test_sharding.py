@@ -55,8 +55,10 @@ def test_deepseek_v3_moe_tp8_vs_ep8():
 def test_ep_remainder_goes_to_rank0_and_wide_ep():
     assert sharding.moe_per_rank(128, 768, 8, 48) == (3, 768)  # 128//48 = 2, 128%48 = 32 > 0 -> rank 0 gets 3
     assert sharding.moe_per_rank(256, 2048, 8, 256) == (1, 2048)
-    with pytest.raises(UsageError, match="exceeds the number of routed experts=256"):
-        sharding.moe_per_rank(256, 2048, 8, 512)
+    # EP above the expert count: vLLM's determine_expert_map gives the first E ranks one expert
+    # each and the rest none; rank 0 holds one.
+    assert sharding.moe_per_rank(256, 2048, 8, 512) == (1, 2048)
+    assert sharding.moe_per_rank(32, 2880, 1, 64) == (1, 2880)
 
 
 def test_gated_attention_doubles_q():

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..vllm_rules import sharding
+from ..vllm_rules.architectures import vllm_refusal
 from ..vllm_rules.config import config_value, recorded_reads
 from ..vllm_rules.moe import vllm_moe_layers
 from ..vllm_rules.quant_config import checkpoint_fp8_scheme
@@ -199,7 +200,11 @@ class Planner:
             dims = _linear_dims(mod)
             if dims is None:
                 continue
-            if mod is head:
+            if path.rsplit(".", 1)[-1] == "per_layer_model_projection":
+                # Gemma 4: H -> num_layers*H_pl once per step, ColumnParallelLinear
+                # (vllm/model_executor/models/gemma4.py: Gemma4Model.__init__)
+                roles.emit(self.ctx, top, "per_layer_model_projection", [path], dims)
+            elif mod is head:
                 # N = round_up(V, 64)/tp, K = H, once per step
                 # (vllm/model_executor/layers/vocab_parallel_embedding.py: ParallelLMHead)
                 roles.emit(self.ctx, top, "lm_head", [path], dims)
@@ -280,8 +285,10 @@ def plan_model(model: str, tp: int = 1, ep: int = 1, revision: str | None = None
     location = src.name if src.source == "hub" else src.directory
     build = meta_model.build_meta_model(src.raw, trust_remote_code=trust_remote_code, location=location,
                                         revision=revision)
+    refusal = vllm_refusal(src.raw.get("architectures") or [])
     info = ModelInfo(name=model, source=src.source, model_type=str(src.raw.get("model_type")),
-                     architecture=build.architecture, revision=revision, notes=build.notes)
+                     architecture=build.architecture, revision=revision,
+                     notes=tuple(build.notes) + ((refusal,) if refusal else ()))
     return plan_checked(build, info, tp, ep, src.raw, allow_defaults)
 
 

@@ -77,6 +77,16 @@ def format_plan(plan: Plan) -> str:
     lines.append("")
     for u in plan.unsupported:
         lines.append(f"# unsupported: {u.module} ({u.n} x {u.k}): {u.reason}")
+    check = plan.cross_check
+    if check is not None:
+        if check.refused:
+            lines.append(f"# cross-check against {check.against}: vLLM refuses: {check.refused}")
+        elif check.differences:
+            lines.append(f"# cross-check against {check.against}: {len(check.differences)} difference(s)")
+            lines += [f"# cross-check {d}" for d in check.differences]
+        else:
+            lines.append(f"# cross-check against {check.against}: match (every per-rank GEMM and fused-MoE "
+                         "shape and count agrees)")
     if plan.complete:
         lines.append("# plan complete")
     else:

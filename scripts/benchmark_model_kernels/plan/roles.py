@@ -30,6 +30,10 @@ GATED_MLP = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
 FUSED_GATED_MLP = (("gate_up_proj", "down_proj"), ("input_linear", "output_linear"))
 NONGATED_MLP = (("up_proj", "down_proj"), ("c_fc", "c_proj"), ("fc1", "fc2"),
                 ("dense_h_to_4h", "dense_4h_to_h"), ("fc_in", "fc_out"))
+#: Leaf names of Gemma 4's per-layer-input GEMMs in a decoder layer.
+PER_LAYER_INPUT = ("per_layer_input_gate", "per_layer_projection")
+#: Leaf names of the latent projections around latent routed experts (NemotronH moe_latent_size).
+LATENT_PROJ = ("fc1_latent_proj", "fc2_latent_proj")
 #: Names of shared-expert sub-modules beside routed experts.
 SHARED_EXPERT = ("shared_expert", "shared_experts", "shared_mlp")
 ROUTER_NAMES = ("gate", "router")
@@ -61,6 +65,8 @@ class _Experts:
     intermediate: int
     gated: bool
     bias: bool
+    hidden: int = 0
+    """The width the experts work in: hidden_size, or moe_latent_size for latent MoE (0: hidden_size)."""
 
 
 def emit(ctx: Context, out: LayerPlan, role: str, modules: list[str], dims: Dims, *, what: str = "",
@@ -102,6 +108,13 @@ def group(ctx: Context, scan: LayerScan, parent: str, leaves: dict[str, Dims], p
         _cross_attention(ctx, g)
     elif ("q_proj" in left and "k_proj" in left) or any(f in left for f in FUSED_QKV):
         _attention(ctx, g)
+    elif "q_proj" in left and "attention" in kind and any(o in left for o in ATTN_OUT):
+        _query_only_attention(ctx, g)
+    for leaf in PER_LAYER_INPUT:
+        if leaf in left:
+            # Gemma 4 per-layer inputs: ReplicatedLinear gate H -> H_pl and projection H_pl -> H
+            # (vllm/model_executor/models/gemma4.py: Gemma4DecoderLayer.__init__).
+            emit(ctx, out, leaf, [g.path(leaf)], left.pop(leaf))
 
     if left:
         _mlp(ctx, g, prefix_name)
@@ -119,7 +132,7 @@ def _head_dim(ctx: Context, pmod: Any) -> int:
 def _attention(ctx: Context, g: Group) -> None:
     """Self-attention: q/k/v (separate or fused on disk) -> one qkv_proj GEMM, then o_proj."""
     left, out, path = g.left, g.scan.out, g.path
-    tp, hq = ctx.tp, int(ctx.num_heads)
+    tp, hq = ctx.tp, _layer_heads(ctx, g.module)
     d = _head_dim(ctx, g.module)
     fused = next((f for f in FUSED_QKV if f in left), None)
     if fused:
@@ -139,9 +152,13 @@ def _attention(ctx: Context, g: Group) -> None:
         has_v = "v_proj" in left
         vn = left.pop("v_proj")[0] if has_v else 0
         q_mult = qn // (hq * d) if qn % (hq * d) == 0 else 0
-        if q_mult not in (1, 2) or kn % d:
-            out.unsupported.append(Unsupported(path("q_proj"), qn, k,
-                                               f"q_proj width {qn} is not num_attention_heads*head_dim ({hq}*{d})"))
+        gate = sharding.attention_output_gate(ctx.cfg)
+        if q_mult not in (1, 2) or kn % d or (q_mult == 2) != gate:
+            why = (f"q_proj width {qn} is not num_attention_heads*head_dim ({hq}*{d})" if q_mult not in (1, 2)
+                   or kn % d else f"q_proj width {qn} is {q_mult}*{hq}*{d} but the config "
+                   f"{'declares' if gate else 'declares no'} attention output gate (q_proj = query + gate)")
+            out.unsupported.append(Unsupported(path("q_proj"), qn, k, why + "; per-layer head counts this "
+                                               "layer does not state are not planned"))
             return
         hkv = kn // d
         # K=V layer (no v_proj): vLLM keeps the V slot, k_proj is loaded into K and V
@@ -155,6 +172,34 @@ def _attention(ctx: Context, g: Group) -> None:
         if not has_v:
             ctx.note("K=V attention layers (no v_proj): fused QKV keeps a V slot, k_proj loaded into K and V")
         emit(ctx, out, "qkv_proj", mods, (qn, k, bias), per_rank=(n_r, k))
+    _out_proj(ctx, g, "o_proj", "attention output projection")
+
+
+def _layer_heads(ctx: Context, pmod: Any) -> int:
+    """This layer's query heads: its own count where the module states one (layers with their own
+    head counts), else the config's num_attention_heads."""
+    for attr in ("num_heads", "num_attention_heads"):
+        value = getattr(pmod, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return int(ctx.num_heads)
+
+
+def _query_only_attention(ctx: Context, g: Group) -> None:
+    """A layer that reads another layer's K and V (KV-shared layers, e.g. Gemma 4's last
+    num_kv_shared_layers): only q_proj, a ColumnParallelLinear of Hq*d split by TP, then o_proj
+    (vllm/model_executor/models/gemma4.py: Gemma4Attention.__init__, is_kv_shared_layer)."""
+    left, out, path = g.left, g.scan.out, g.path
+    hq, d = _layer_heads(ctx, g.module), _head_dim(ctx, g.module)
+    qn, k, bias = left.pop("q_proj")
+    if qn != hq * d:
+        out.unsupported.append(Unsupported(path("q_proj"), qn, k, f"query-only attention: q_proj width {qn} is "
+                                           f"not num_attention_heads*head_dim ({hq}*{d})"))
+        return
+    hq_r = sharding.require_divides(hq, ctx.tp, "num_attention_heads")
+    emit(ctx, out, "q_proj", [path("q_proj")], (qn, k, bias), per_rank=(hq_r * d, k))
+    ctx.note("KV-shared attention layers (no k_proj/v_proj): q_proj and o_proj only, K and V read from an "
+             "earlier layer")
     _out_proj(ctx, g, "o_proj", "attention output projection")
 
 
@@ -309,7 +354,9 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
     # (sequence_parallel_chunk), then runs the router, the shared experts and their gate on it
     # (vllm/model_executor/models/qwen3_next.py: Qwen3NextSparseMoeBlock.forward,
     # deepseek_v2.py: DeepseekV2MoE.forward).
-    chunked = sharding.shared_experts_replicated(ctx.tp, ctx.ep, str(getattr(ctx.cfg, "model_type", "")))
+    model_type = str(getattr(ctx.cfg, "model_type", ""))
+    chunked = sharding.moe_block_chunked(ctx.tp, ctx.ep, model_type)
+    replicated = sharding.shared_experts_replicated(ctx.tp, ctx.ep, model_type)
 
     def on_chunk(start: int) -> None:
         for it in scan.out.items[start:]:
@@ -328,6 +375,8 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
                 emit(ctx, scan.out, "router", [scan.full(rel)], dims)
                 if chunked:
                     on_chunk(start)
+                    ctx.note(f"sequence-parallel MoE (EP={ctx.ep}, TP={ctx.tp}, DP={ctx.ep // ctx.tp}): the MoE "
+                             f"block's router runs on ceil(M/{ctx.tp}) tokens per rank")
     for s in SHARED_EXPERT:
         sp = pre + s
         leaves = {rel[len(sp) + 1:]: d for rel, d in linears.items()
@@ -337,7 +386,7 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
             # Shared experts are a TP-sharded dense MLP, also under EP
             # (vllm/model_executor/models/deepseek_v2.py: DeepseekV2MoE), but replicated at full
             # width on ceil(M/TP) tokens under sequence-parallel MoE (sharding.shared_experts_replicated)
-            if chunked:
+            if replicated:
                 start = len(scan.out.items)
                 group(replace(ctx, tp=1), scan, sp, leaves, prefix_name="shared_expert.")
                 for it in scan.out.items[start:]:
@@ -348,6 +397,14 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
                          "replicated at full width")
             else:
                 group(ctx, scan, sp, leaves, prefix_name="shared_expert.")
+    for leaf in LATENT_PROJ:
+        rel = pre + leaf
+        if rel in linears and rel not in consumed:
+            consumed.add(rel)
+            start = len(scan.out.items)
+            emit(ctx, scan.out, f"moe.{leaf}", [scan.full(rel)], linears[rel])
+            if chunked:
+                on_chunk(start)
     for gate in (pre + "shared_expert_gate", pre + "shared_experts_gate"):
         if gate in linears and gate not in consumed:
             consumed.add(gate)
@@ -374,13 +431,19 @@ def fused_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> None:
         return
     e = int(first.shape[0])
     dims = [int(x) for x in first.shape[1:]]
+    latent = config_value(ctx.cfg, "moe_latent_size")
+    if h not in dims and latent and int(latent) in dims:
+        # Latent MoE: the experts work in moe_latent_size, with replicated projections H -> latent
+        # before and latent -> H after them (vllm/model_executor/models/nemotron_h.py: NemotronHMoE,
+        # FusedMoE(hidden_size=moe_latent_size), routed_input/output_transform).
+        h = int(latent)
     if h not in dims:
         scan.out.unsupported.append(Unsupported(scan.full(rel), dims[0], dims[1],
                                                 f"expert weights do not contain hidden_size={h}"))
         return
     dims.remove(h)
     inter = dims[0] // 2 if gu is not None else dims[0]
-    _add_moe(ctx, scan, _Experts(rel, mod, e, inter, gu is not None, any("bias" in n for n in params)))
+    _add_moe(ctx, scan, _Experts(rel, mod, e, inter, gu is not None, any("bias" in n for n in params), h))
 
 
 def modulelist_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> None:
@@ -401,6 +464,9 @@ def modulelist_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> Non
 def _add_moe(ctx: Context, scan: LayerScan, ex: _Experts) -> None:
     parent = ex.rel.rpartition(".")[0]
     local, i_r = sharding.moe_per_rank(ex.count, ex.intermediate, ctx.tp, ctx.ep)
+    if ctx.ep > ex.count:
+        ctx.note(f"EP={ctx.ep} exceeds the {ex.count} routed experts: ranks {ex.count}-{ctx.ep - 1} hold no expert "
+                 "(rank 0, planned, holds one)")
     top_k = int(config_value(ctx.cfg, *TOPK_KEYS, default=0))
     layer = scan.layer
     pmod = layer.get_submodule(parent) if parent else layer
@@ -419,10 +485,11 @@ def _add_moe(ctx: Context, scan: LayerScan, ex: _Experts) -> None:
         scan.out.unsupported.append(Unsupported(scan.full(ex.rel), 2 * i_r if ex.gated else i_r, ctx.hidden,
                                                 "activation has no FlashInfer ActivationType"))
     else:
-        scan.out.moe.append(MoeItem("experts", scan.full(ex.rel), ctx.hidden, i_r, local, ex.count, top_k, act,
-                                    routing, ex.gated, ex.bias))
+        scan.out.moe.append(MoeItem("experts", scan.full(ex.rel), ex.hidden or ctx.hidden, i_r, local, ex.count,
+                                    top_k, act, routing, ex.gated, ex.bias))
     _moe_siblings(ctx, scan, parent, ex.count)
 
 
-__all__ = ["ATTN_OUT", "FUSED_QKV", "GATED_MLP", "FUSED_GATED_MLP", "NONGATED_MLP", "SHARED_EXPERT", "ROUTER_NAMES",
+__all__ = ["ATTN_OUT", "FUSED_QKV", "PER_LAYER_INPUT", "LATENT_PROJ",
+           "GATED_MLP", "FUSED_GATED_MLP", "NONGATED_MLP", "SHARED_EXPERT", "ROUTER_NAMES",
            "TOPK_KEYS", "Group", "emit", "group", "fused_experts", "modulelist_experts"]

@@ -26,6 +26,8 @@ PLAN_SCHEMA_VERSION = 1
 PARALLEL_KINDS = ("column", "row", "replicated", "vocab")
 #: Values of `Routing.scoring_func`.
 SCORING_FUNCS = ("softmax", "sigmoid")
+#: Values of `CrossCheck.status`.
+CROSS_CHECK_STATUSES = ("match", "mismatch", "vllm refuses")
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,20 @@ class Unsupported:
 
 
 @dataclass(frozen=True)
+class CrossCheck:
+    """The plan compared with vLLM's own model class (`benchmark_model.py --cross_check vllm`)."""
+
+    against: str
+    """The vLLM version and class compared against, e.g. "vllm 0.33.0 (DeepseekV3ForCausalLM)"."""
+    status: str
+    """"match", "mismatch" or "vllm refuses"."""
+    differences: tuple[str, ...] = ()
+    """One line per difference: missing, extra or different shapes, with module paths."""
+    refused: str = ""
+    """vLLM's reason, when it would not build the model at this layout."""
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything one rank runs: the runner's input, the preview's content."""
 
@@ -163,6 +179,8 @@ class Plan:
     moe: tuple[MoeEntry, ...] = ()
     unsupported: tuple[Unsupported, ...] = ()
     schema_version: int = PLAN_SCHEMA_VERSION
+    cross_check: CrossCheck | None = None
+    """Set by `--cross_check vllm`: what vLLM itself builds for this config and layout."""
 
     @property
     def complete(self) -> bool:
@@ -203,6 +221,7 @@ class Plan:
             moe=tuple(moe),
             unsupported=tuple(build(Unsupported, u) for u in d.get("unsupported", [])),
             schema_version=int(d.get("schema_version", PLAN_SCHEMA_VERSION)),
+            cross_check=build(CrossCheck, d["cross_check"]) if d.get("cross_check") else None,
         )
 
     @classmethod
@@ -240,20 +259,22 @@ INT_RANGES: dict[tuple[type, str], tuple[int, int]] = {
 CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
     (GemmEntry, "parallel"): PARALLEL_KINDS,
     (Routing, "scoring_func"): SCORING_FUNCS,
+    (CrossCheck, "status"): CROSS_CHECK_STATUSES,
 }
 #: (class, field) of strings that must not be empty.
 NON_EMPTY = {(GemmEntry, "name"), (MoeEntry, "name"), (MoeEntry, "activation"), (Routing, "method"),
-             (ModelInfo, "name")}
+             (ModelInfo, "name"), (CrossCheck, "against")}
 #: Annotation of a nested field -> its class (a one-item tuple: a list of them).
 NESTED: dict[str, Any] = {
     "ModelInfo": ModelInfo, "Routing": Routing, "tuple[GemmEntry, ...]": (GemmEntry,),
     "tuple[MoeEntry, ...]": (MoeEntry,), "tuple[Unsupported, ...]": (Unsupported,),
+    "CrossCheck | None": CrossCheck,
 }
 #: (class, field) with no default that `from_dict` fills when a plan predates it (routing: renormalize).
 FILLED_ON_READ = {(MoeEntry, "routing")}
 #: What a plan entry is called in a message.
 WHAT = {Plan: "a plan", ModelInfo: "the model info", GemmEntry: "a GEMM entry", MoeEntry: "an MoE entry",
-        Routing: "a routing", Unsupported: "an unsupported module"}
+        Routing: "a routing", Unsupported: "an unsupported module", CrossCheck: "a cross-check"}
 
 
 
@@ -312,7 +333,7 @@ def _check_field(klass: type, f: Field[Any], value: object, path: str) -> None:
         for i, item in enumerate(value):
             _check_object(nested[0], item, f"{path}[{i}]")
     elif nested is not None:
-        if (klass, f.name) in FILLED_ON_READ and value is None:
+        if value is None and ((klass, f.name) in FILLED_ON_READ or annotation.endswith(" | None")):
             return
         _check_object(nested, value, path)
     else:
@@ -406,5 +427,7 @@ __all__ = [
     "Routing",
     "MoeEntry",
     "Unsupported",
+    "CrossCheck",
+    "CROSS_CHECK_STATUSES",
     "Plan",
 ]

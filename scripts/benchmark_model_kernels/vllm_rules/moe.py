@@ -120,6 +120,13 @@ def routing(cfg: Any, router: Any, block: Any) -> tuple[Routing, str]:
         # Sigmoid + bias top-k without groups (vllm/model_executor/models/minimax_m2.py: MiniMaxM2MoE).
         return Routing("minimax2", routed_scaling_factor=scale, use_routing_bias=True, scoring_func=scoring,
                        renormalize=renorm), ""
+    if mt.startswith("gemma4"):
+        # vllm/model_executor/models/gemma4.py: Gemma4Router.routing_function, passed to the experts
+        # as custom_routing_function: softmax over all experts, top-k, renormalized, times a learned
+        # per-expert scale.
+        return (Routing("gemma4", scoring_func="softmax", renormalize=True),
+                "Gemma 4 routes with its own function (softmax top-k renormalized, times a per-expert scale; "
+                "no FlashInfer routing method, renormalize is the nearest)")
     if mt == "phimoe":
         # vllm/model_executor/models/phimoe.py: phimoe_routing_function (sparsemixer top-2).
         return (Routing("sparsemixer", scoring_func="softmax", renormalize=False),

@@ -82,7 +82,36 @@ ROLE_KIND: dict[str, str] = {
     "shared_expert_gate": "replicated",
     # vllm/model_executor/layers/vocab_parallel_embedding.py: ParallelLMHead.
     "lm_head": "vocab",
+    # KV-shared attention layers hold only the query projection, a ColumnParallelLinear
+    # (vllm/model_executor/models/gemma4.py: Gemma4Attention, is_kv_shared_layer).
+    "q_proj": "column",
+    # Gemma 4 per-layer inputs, vllm/model_executor/models/gemma4.py: Gemma4DecoderLayer
+    # (per_layer_input_gate, per_layer_projection ReplicatedLinear) and Gemma4Model
+    # (per_layer_model_projection, ColumnParallelLinear with gather_output=True).
+    "per_layer_input_gate": "replicated",
+    "per_layer_projection": "replicated",
+    "per_layer_model_projection": "column",
+    # Latent MoE: the projections into and out of the experts' latent width are ReplicatedLinear
+    # (vllm/model_executor/models/nemotron_h.py: NemotronHMoE, fc1_latent_proj / fc2_latent_proj).
+    "moe.fc1_latent_proj": "replicated",
+    "moe.fc2_latent_proj": "replicated",
 }
+
+#: model_type of the configs whose vLLM attention reads `attn_output_gate` with default True: q_proj
+#: then holds query and gate, 2*Hq*d (vllm/model_executor/models/qwen3_next.py: Qwen3NextAttention;
+#: qwen3_5.py builds its attention from it).
+ATTN_OUTPUT_GATE_BY_DEFAULT = frozenset({
+    "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
+})
+
+
+def attention_output_gate(cfg: object) -> bool:
+    """Whether the attention's q_proj carries an output gate: the config's `attn_output_gate`,
+    default True for ATTN_OUTPUT_GATE_BY_DEFAULT, False otherwise."""
+    value = getattr(cfg, "attn_output_gate", None)
+    if value is None:
+        return str(getattr(cfg, "model_type", "")) in ATTN_OUTPUT_GATE_BY_DEFAULT
+    return bool(value)
 
 
 def divisors_hint(total: int, limit: int = 64) -> str:
@@ -157,11 +186,10 @@ def moe_per_rank(num_experts: int, intermediate: int, tp: int, ep: int) -> tuple
     (vllm/model_executor/layers/fused_moe/config.py: FusedMoEParallelConfig.make;
     vllm/model_executor/layers/fused_moe/expert_map_manager.py: determine_expert_map).
     TP-MoE (ep == 1): all E experts, I/tp (FusedMoEConfig asserts it divides).
-    EP (ep > 1, tp_moe = 1): E//ep experts (+1 on the first E%ep ranks, so rank 0 gets it), full I."""
+    EP (ep > 1, tp_moe = 1): E//ep experts (+1 on the first E%ep ranks, so rank 0 gets it), full I.
+    vLLM accepts ep > E: the first E ranks hold one expert each, the others none (rank 0: one)."""
     if ep <= 1:
         return num_experts, require_divides(intermediate, tp, "moe_intermediate_size (TP-sharded experts)")
-    if ep > num_experts:
-        raise UsageError("--ep", ep, f"exceeds the number of routed experts={num_experts}; use --ep <= {num_experts}")
     return num_experts // ep + (1 if num_experts % ep else 0), intermediate
 
 
@@ -229,6 +257,15 @@ SP_MOE_SHARED_EXPERT_MODEL_TYPES = frozenset({
 })
 
 
+#: model_type of the configs whose vLLM MoE block keeps this rank's ceil(M/TP) chunk of the tokens
+#: (`sequence_parallel_chunk`) before its router under sequence-parallel MoE, shared experts or
+#: not: the models above, and vllm/model_executor/models/qwen3_moe.py: Qwen3MoeSparseMoeBlock
+#: (Qwen3-VL-MoE reuses it, qwen3_vl_moe.py), gpt_oss.py: MLPBlock, granitemoe.py: GraniteMoeMoE.
+SP_MOE_CHUNKED_MODEL_TYPES = SP_MOE_SHARED_EXPERT_MODEL_TYPES | frozenset({
+    "qwen3_moe", "qwen3_vl_moe", "qwen3_vl_moe_text", "gpt_oss", "granitemoe",
+})
+
+
 def sequence_parallel_moe(tp: int, ep: int) -> bool:
     """vLLM's `ParallelConfig.use_sequence_parallel_moe` (vllm/config/parallel.py) at the default
     all2all backend "allgather_reducescatter" (in its list): enable_expert_parallel and
@@ -249,6 +286,16 @@ def shared_experts_replicated(tp: int, ep: int, model_type: str) -> bool:
     return sequence_parallel_moe(tp, ep) and model_type in SP_MOE_SHARED_EXPERT_MODEL_TYPES
 
 
+def moe_block_chunked(tp: int, ep: int, model_type: str) -> bool:
+    """Whether the MoE block's router (and shared experts, gate) run on ceil(M/TP) tokens per
+    rank: under sequence-parallel MoE, for the models of `SP_MOE_CHUNKED_MODEL_TYPES`.
+
+    >>> moe_block_chunked(2, 8, "qwen3_moe"), moe_block_chunked(2, 8, "glm4_moe"), moe_block_chunked(8, 8, "qwen3_moe")
+    (True, False, False)
+    """
+    return sequence_parallel_moe(tp, ep) and model_type in SP_MOE_CHUNKED_MODEL_TYPES
+
+
 def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
     """Global index of EP rank `rank`'s first expert under vLLM's default linear placement: a
     contiguous block starting at rank*(E//ep) + min(rank, E%ep), the remainder going to the first
@@ -263,6 +310,7 @@ def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
 __all__ = [
     "VOCAB_PADDING", "SPLIT", "ROLE_KIND", "require_divides", "split", "pad_vocab", "vocab_per_rank",
     "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "moe_tokens_per_m", "first_local_expert",
-    "mamba2_in_proj_per_rank", "gdn_per_rank", "SP_MOE_SHARED_EXPERT_MODEL_TYPES", "sequence_parallel_moe",
-    "shared_experts_replicated",
+    "mamba2_in_proj_per_rank", "gdn_per_rank", "SP_MOE_SHARED_EXPERT_MODEL_TYPES", "SP_MOE_CHUNKED_MODEL_TYPES",
+    "sequence_parallel_moe", "shared_experts_replicated", "moe_block_chunked", "ATTN_OUTPUT_GATE_BY_DEFAULT",
+    "attention_output_gate",
 ]

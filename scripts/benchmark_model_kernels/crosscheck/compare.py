@@ -1,0 +1,203 @@
+"""Compare a plan with the per-rank layers vLLM built: missing, extra and different shapes.
+
+Both sides are reduced to the same records: one `GemmShape` per distinct per-rank GEMM (N, K, linear
+kind, bias, rows as a divisor of M) and one `MoeShape` per distinct fused-MoE layer, each with how
+many times one forward step runs it and where it lives. The plan's entries already are that
+(`layers` is the per-step count); vLLM's modules are counted per decoder-layer instance
+(`vllm_layers`). Equal records with equal counts agree; the rest is paired by the module's leaf
+name (`qkv_proj`, `experts`, ...) into "different" lines, and what stays unpaired is "missing"
+(vLLM runs it, the plan does not) or "extra" (the plan lists it, vLLM does not run it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..plan.merge import ranges
+from ..plan.schema import MoeEntry, Plan
+
+#: vLLM's MoEActivation value (vllm/model_executor/layers/fused_moe/activation.py: MoEActivation)
+#: -> the FlashInfer ActivationType name the plan uses (vllm_rules.moe.ACTIVATIONS).
+VLLM_ACTIVATIONS = {
+    "silu": "Swiglu", "gelu": "Geglu", "gelu_tanh": "Geglu", "swigluoai": "SwigluBias", "relu2_no_mul": "Relu2",
+    "silu_no_mul": "Silu", "gelu_no_mul": "Gelu", "gelu_tanh_no_mul": "Gelu",
+}
+#: Plan routing methods vLLM runs as a model's own custom_routing_function
+#: (vllm/model_executor/models/llama4.py: Llama4MoE.custom_routing_function; phimoe.py:
+#: phimoe_routing_function; gemma4.py: Gemma4Router.routing_function).
+CUSTOM_ROUTING = ("llama4", "sparsemixer", "gemma4")
+
+
+def flashinfer_activation(vllm_value: str) -> str:
+    """The plan's name for vLLM's MoE activation (the value itself when it has none)."""
+    return VLLM_ACTIVATIONS.get(vllm_value, f"vllm:{vllm_value}")
+
+
+def routing_key(selection: str, n_group: int | None, topk_group: int | None, scoring: str | None,
+                renormalize: bool | None, correction_bias: bool, on_input: bool) -> tuple:
+    """The routing both sides are compared by: how experts are selected ("topk", "grouped" or a
+    model's "custom" function, whose scoring and renormalization are its own), the groups, the
+    scoring, renormalization, the score-correction bias and whether the weight scales the input."""
+    if selection == "custom":
+        scoring = renormalize = None
+    return (selection, n_group, topk_group, scoring, renormalize, correction_bias, on_input)
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One per-rank dense GEMM as compared: Y[ceil(M/m_divisor), n] = X[., k] W[n, k]^T."""
+
+    n: int
+    k: int
+    parallel: str
+    bias: bool
+    m_divisor: int = 1
+
+    def text(self) -> str:
+        rows = f" on M/{self.m_divisor}" if self.m_divisor > 1 else ""
+        return f"{self.n} x {self.k} {self.parallel}{' +bias' if self.bias else ''}{rows}"
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """One fused-MoE layer as compared; `routing` is a `routing_key`."""
+
+    hidden: int
+    intermediate: int
+    experts: int
+    global_experts: int
+    top_k: int
+    activation: str
+    gated: bool
+    bias: bool
+    tokens_per_m: int
+    routing: tuple
+
+    def text(self) -> str:
+        selection, n_group, topk_group, scoring, renorm, corr, on_input = self.routing
+        groups = f" {n_group}/{topk_group}" if selection == "grouped" else ""
+        route = f"{selection}{groups}{' ' + scoring if scoring else ''}{' renorm' if renorm else ''}" \
+                f"{' +corr-bias' if corr else ''}{' on-input' if on_input else ''}"
+        return (f"H={self.hidden} I_r={self.intermediate} experts={self.experts}/{self.global_experts} "
+                f"top_k={self.top_k} act={self.activation}{'' if self.gated else ' (non-gated)'}"
+                f"{' +bias' if self.bias else ''} tokens={self.tokens_per_m}xM routing={route}")
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A shape at one place: its leaf role name (for pairing) and where it lives."""
+
+    role: str
+    where: str
+
+
+@dataclass
+class Side:
+    """One side's shapes: per-step counts and where each lives."""
+
+    gemms: Counter = field(default_factory=Counter)
+    moes: Counter = field(default_factory=Counter)
+    places: dict = field(default_factory=dict)
+
+    def add(self, shape: GemmShape | MoeShape, count: int, role: str, where: str) -> None:
+        (self.gemms if isinstance(shape, GemmShape) else self.moes)[shape] += count
+        self.places.setdefault(shape, []).append(Placed(role, where))
+
+
+@dataclass(frozen=True)
+class CrossCheckResult:
+    """What the cross-check found; `differences` is empty on agreement."""
+
+    against: str
+    """e.g. "vllm 0.33.0 (DeepseekV3ForCausalLM)"."""
+    differences: tuple[str, ...] = ()
+    refused: str = ""
+    """vLLM's one-line refusal, when it would not build the model at this layout."""
+
+    @property
+    def status(self) -> str:
+        return "vllm refuses" if self.refused else "mismatch" if self.differences else "match"
+
+
+def role_of(name: str) -> str:
+    """The leaf role of a plan entry name or a module path: "shared_expert.down_proj[2]" -> "down_proj"."""
+    return name.split("[", 1)[0].rsplit(".", 1)[-1]
+
+
+def moe_routing_key(e: MoeEntry) -> tuple:
+    """The compared routing of a plan MoE entry (`routing_key`)."""
+    r = e.routing
+    if r.method in CUSTOM_ROUTING:
+        return routing_key("custom", None, None, None, None, r.use_routing_bias, r.apply_router_weight_on_input)
+    grouped = r.method in ("deepseek_v3", "grouped_topk") and (r.n_group or 1) > 1
+    return routing_key("grouped" if grouped else "topk", r.n_group if grouped else None,
+                       r.topk_group if grouped else None, r.scoring_func, r.renormalize, r.use_routing_bias,
+                       r.apply_router_weight_on_input)
+
+
+def plan_side(plan: Plan) -> Side:
+    """The plan's entries as compared records (a GEMM's parallel kind at TP=1 is what it would be
+    at any TP: vLLM keeps its class)."""
+    side = Side()
+    for g in plan.gemms:
+        where = f"plan {g.name} ({', '.join(g.modules)})"
+        side.add(GemmShape(g.n, g.k, g.parallel, g.bias, g.m_divisor), g.layers, role_of(g.name), where)
+    for e in plan.moe:
+        shape = MoeShape(e.hidden, e.intermediate, e.experts, e.global_experts, e.top_k, e.activation, e.gated, e.bias,
+                         e.tokens_per_m, moe_routing_key(e))
+        side.add(shape, e.layers, "experts", f"plan {e.name} ({', '.join(e.modules)})")
+    return side
+
+
+def _pair_key(role: str) -> str:
+    """Leaf names that are the same role on both sides (the router is `gate` or `router`)."""
+    return "router" if role in ("gate", "router") else role
+
+
+def compare(plan: Side, vllm: Side) -> list[str]:
+    """One line per difference between the plan's and vLLM's shapes (empty when they agree)."""
+    lines: list[str] = []
+    for kind in ("gemms", "moes"):
+        want: Counter = getattr(vllm, kind)
+        have: Counter = getattr(plan, kind)
+        missing = {s: c - have.get(s, 0) for s, c in want.items() if c > have.get(s, 0)}
+        extra = {s: c - want.get(s, 0) for s, c in have.items() if c > want.get(s, 0)}
+        for v_shape in list(missing):
+            v_roles = {_pair_key(p.role) for p in vllm.places[v_shape]}
+            p_shape = next((s for s in extra if {_pair_key(p.role) for p in plan.places[s]} & v_roles), None)
+            if p_shape is None:
+                continue
+            lines.append(f"different: {_where(vllm, v_shape)}: vLLM runs {v_shape.text()} x{missing[v_shape]}, "
+                         f"the plan {p_shape.text()} x{extra[p_shape]} [{_where(plan, p_shape)}]")
+            del missing[v_shape], extra[p_shape]
+        for s, c in missing.items():
+            lines.append(f"missing: {_where(vllm, s)}: vLLM runs {s.text()} x{c}, the plan has no such entry")
+        for s, c in extra.items():
+            lines.append(f"extra: {_where(plan, s)}: the plan lists {s.text()} x{c}, vLLM runs no such layer")
+    return lines
+
+
+def _where(side: Side, shape: GemmShape | MoeShape) -> str:
+    return "; ".join(p.where for p in side.places[shape])
+
+
+def layer_ranges(paths: list[str]) -> str:
+    """Module paths of the same module over decoder layers, the layer index as a range:
+    ["m.layers.0.mlp", "m.layers.1.mlp", "m.layers.5.mlp"] -> "m.layers.{0-1,5}.mlp"."""
+    groups: dict[str, list[int]] = {}
+    for p in paths:
+        m = re.search(r"\.(\d+)(?=\.|$)", p)
+        if not m:
+            groups.setdefault(p, [])
+            continue
+        pattern = p[:m.start(1)] + "{}" + p[m.end(1):]
+        groups.setdefault(pattern, []).append(int(m.group(1)))
+    out = []
+    for pattern, idx in groups.items():
+        out.append(pattern.replace("{}", "{" + ranges(sorted(set(idx))).replace(" ", "") + "}") if idx else pattern)
+    return ", ".join(out)
+
+__all__ = ["VLLM_ACTIVATIONS", "CUSTOM_ROUTING", "flashinfer_activation", "routing_key", "GemmShape", "MoeShape",
+           "Placed", "Side", "CrossCheckResult", "role_of", "plan_side", "compare", "layer_ranges", "moe_routing_key"]

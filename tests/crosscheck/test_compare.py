@@ -1,0 +1,88 @@
+"""The comparison of a plan with vLLM's layers, on hand-made records (no vLLM needed)."""
+
+from __future__ import annotations
+
+from benchmark_model_kernels.crosscheck.compare import (
+    GemmShape,
+    MoeShape,
+    Side,
+    compare,
+    layer_ranges,
+    plan_side,
+    routing_key,
+)
+from benchmark_model_kernels.plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+
+
+def _plan() -> Plan:
+    info = ModelInfo(name="m", source="local", model_type="t", architecture="A")
+    gemms = (GemmEntry("qkv_proj", ("model.layers.*.self_attn.q_proj",), 6144, 4096, 32, "column"),
+             GemmEntry("router", ("model.layers.*.mlp.gate",), 8, 4096, 32, "replicated", m_divisor=2),
+             GemmEntry("lm_head", ("lm_head",), 64128, 4096, 1, "vocab"))
+    moe = (MoeEntry("experts", ("model.layers.*.mlp.experts",), 4096, 14336, 2, 8, 2, "Swiglu",
+                    Routing("renormalize"), 32, tokens_per_m=4),)
+    return Plan(info, 2, 8, gemms, moe)
+
+
+def _vllm(qkv_n: int = 6144, router_rows: int = 2, act: str = "Swiglu") -> Side:
+    side = Side()
+    side.add(GemmShape(qkv_n, 4096, "column", False), 32, "qkv_proj", "model.layers.{0-31}.self_attn.qkv_proj")
+    side.add(GemmShape(8, 4096, "replicated", False, router_rows), 32, "gate", "model.layers.{0-31}.mlp.gate")
+    side.add(GemmShape(64128, 4096, "vocab", False), 1, "lm_head", "lm_head")
+    side.add(MoeShape(4096, 14336, 2, 8, 2, act, True, False, 4,
+                      routing_key("topk", None, None, "softmax", True, False, False)),
+             32, "experts", "model.layers.{0-31}.mlp.experts")
+    return side
+
+
+def test_equal_shapes_and_counts_agree():
+    assert compare(plan_side(_plan()), _vllm()) == []
+
+
+def test_a_different_size_is_one_line_naming_both_sides():
+    (line,) = compare(plan_side(_plan()), _vllm(qkv_n=10240))
+    assert line.startswith("different: model.layers.{0-31}.self_attn.qkv_proj: vLLM runs 10240 x 4096 column x32")
+    assert "the plan 6144 x 4096 column x32 [plan qkv_proj" in line
+
+
+def test_rows_and_the_router_name_pair_up():
+    # vLLM's router is `gate`; a router on all M rows where vLLM runs ceil(M/2) is one difference
+    (line,) = compare(plan_side(_plan()), _vllm(router_rows=1))
+    assert line.startswith("different: model.layers.{0-31}.mlp.gate: vLLM runs 8 x 4096 replicated x32")
+    assert "the plan 8 x 4096 replicated on M/2 x32" in line
+
+
+def test_missing_and_extra():
+    vllm = _vllm()
+    vllm.add(GemmShape(256, 4096, "replicated", False), 32, "per_layer_input_gate",
+             "model.layers.{0-31}.per_layer_input_gate")
+    plan = plan_side(_plan())
+    plan.add(GemmShape(4096, 256, "row", False), 3, "oddity", "plan oddity (model.layers.*.oddity)")
+    lines = compare(plan, vllm)
+    assert lines == [
+        "missing: model.layers.{0-31}.per_layer_input_gate: vLLM runs 256 x 4096 replicated x32, the plan has no "
+        "such entry",
+        "extra: plan oddity (model.layers.*.oddity): the plan lists 4096 x 256 row x3, vLLM runs no such layer",
+    ]
+
+
+def test_a_count_difference_is_reported():
+    plan = plan_side(_plan())
+    vllm = _vllm()
+    vllm.add(GemmShape(6144, 4096, "column", False), 2, "qkv_proj", "mtp.layers.{0-1}.qkv_proj")
+    (line,) = compare(plan, vllm)
+    assert line.startswith("missing: model.layers.{0-31}.self_attn.qkv_proj; mtp.layers.{0-1}.qkv_proj: vLLM runs "
+                           "6144 x 4096 column x2")
+
+
+def test_moe_activation_and_custom_routing():
+    (line,) = compare(plan_side(_plan()), _vllm(act="Geglu"))
+    assert line.startswith("different: model.layers.{0-31}.mlp.experts") and "act=Geglu" in line
+    # a model's own routing function: its scoring and renormalization are not compared
+    assert routing_key("custom", None, None, "sigmoid", False, False, True) == \
+        routing_key("custom", None, None, "softmax", True, False, True)
+
+
+def test_layer_ranges():
+    paths = [f"model.layers.{i}.mlp.experts" for i in (1, 2, 3, 7)] + ["lm_head"]
+    assert layer_ranges(paths) == "model.layers.{1-3,7}.mlp.experts, lm_head"

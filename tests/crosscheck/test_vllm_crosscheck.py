@@ -1,0 +1,95 @@
+"""Plans checked against vLLM's own model classes (`--cross_check vllm`). These tests need vLLM
+importable (CPU is enough) and skip without it; run them with the venv that has vLLM:
+
+    PYTHONPATH=scripts VLLM_TARGET_DEVICE=cpu venv-vllm/bin/python -m pytest -m vllm tests/crosscheck
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from benchmark_model_kernels.crosscheck.vllm_build import vllm_available
+from benchmark_model_kernels.plan import planner
+from support import shared_config_dir
+
+pytestmark = [pytest.mark.vllm,
+              pytest.mark.skipif(not vllm_available(), reason="vLLM not importable (pip install vllm==0.33.0)")]
+
+
+def plan_of(name: str, tp: int = 1, ep: int = 1):
+    return planner.plan_model(shared_config_dir(name), tp, ep)
+
+
+def plan_raw(tmp_path, raw: dict, tp: int = 1, ep: int = 1):
+    d = tmp_path / raw["model_type"]
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(raw))
+    return planner.plan_model(str(d), tp, ep)
+
+
+def _raw(name: str) -> dict:
+    return json.load(open(f"{shared_config_dir(name)}/config.json"))
+
+
+def _check(plan, raw):
+    from benchmark_model_kernels.crosscheck.check import cross_check
+
+    return cross_check(plan, raw)
+
+
+@pytest.mark.parametrize("name,tp,ep", [
+    ("llama-3.1-8b", 2, 1),
+    ("deepseek-v3", 2, 8),        # shared experts replicated on ceil(M/2) rows (sequence-parallel MoE)
+    ("gemma-4-26b-a4b", 1, 1),    # K=V global layers keep the V slot: qkv 10240 x 2816
+    ("qwen3-30b-a3b", 2, 8),      # router on the sequence-parallel chunk
+    ("gpt-oss-20b", 1, 64),       # EP above the 32 experts
+    ("qwen3-next-80b-a3b", 4, 8),  # gated attention + GatedDeltaNet + shared expert
+])
+def test_shared_configs_match_vllm(name, tp, ep):
+    result = _check(plan_of(name, tp, ep), _raw(name))
+    assert result.status == "match", result.differences or result.refused
+    assert result.against.startswith("vllm ")
+
+
+def test_held_out_layouts_match_vllm(tmp_path):
+    raw = _raw("nemotron-3-nano-30b-a3b")
+    raw["moe_latent_size"] = 1024  # latent MoE
+    assert _check(plan_raw(tmp_path, raw, 2, 4), raw).status == "match"
+    raw = _raw("gemma-4-26b-a4b")  # dense, KV-shared layers, per-layer inputs
+    text = raw["text_config"]
+    for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
+        text.pop(key)
+    text.update(enable_moe_block=False, num_kv_shared_layers=12, hidden_size_per_layer_input=256,
+                use_double_wide_mlp=True)
+    result = _check(plan_raw(tmp_path, raw, 2), raw)
+    assert result.status == "match", result.differences
+
+
+def test_a_wrong_plan_is_one_line_per_difference():
+    plan = plan_of("llama-3.1-8b", 2)
+    wrong = replace(plan, gemms=tuple(replace(g, n=g.n + 128) if g.name == "qkv_proj" else g for g in plan.gemms))
+    result = _check(wrong, _raw("llama-3.1-8b"))
+    assert result.status == "mismatch"
+    (line,) = result.differences
+    assert line.startswith("different: model.layers.{0-31}.self_attn.qkv_proj (QKVParallelLinear): vLLM runs "
+                           "3072 x 4096 column x32, the plan 3200 x 4096 column x32")
+
+
+def test_vllm_refuses_a_transformers_backend_model():
+    result = _check(plan_of("starcoder2-7b"), _raw("starcoder2-7b"))
+    assert result.status == "vllm refuses" and "Transformers backend" in result.refused
+
+
+def test_cli_records_the_version_and_exits_0(tmp_path, capsys):
+    from benchmark_model_kernels import cli_model
+
+    out = tmp_path / "plan.json"
+    rc = cli_model.main([shared_config_dir("deepseek-v3"), "--tp", "2", "--ep", "8", "--cross_check", "vllm",
+                         "--plan_json", str(out)])
+    assert rc == 0, capsys.readouterr()
+    assert "# cross-check against vllm " in capsys.readouterr().out
+    check = json.loads(out.read_text())["cross_check"]
+    assert check["status"] == "match" and check["against"].startswith("vllm 0.")
