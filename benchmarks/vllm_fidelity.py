@@ -105,6 +105,18 @@ def cell(status: str) -> str:
             "vLLM refuses": "vLLM refuses", "both refuse": "both refuse"}.get(status, status)
 
 
+def versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("vllm", "transformers", "torch"):
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name} (not installed)")
+    return ", ".join(out)
+
+
 def table(results: dict[str, list[dict]], seconds: float) -> str:
     cols = layouts(True)
     against = next((r["against"].split(" (")[0] for rows in results.values() for r in rows if r["against"]), "?")
@@ -113,6 +125,7 @@ def table(results: dict[str, list[dict]], seconds: float) -> str:
              f"Made by `benchmarks/vllm_fidelity.py` ({seconds:.0f} s on a CPU): each cell plans the config at "
              "that TP/EP and builds vLLM's own model class for it on meta (`--cross_check vllm`). "
              "Blank: layout not tried (EP > 1 needs routed experts).", "",
+             f"Versions: {versions()}; vLLM on its CPU platform (`VLLM_TARGET_DEVICE=cpu`).", "",
              "| config | " + " | ".join(f"TP{tp} EP{ep}" for tp, ep in cols) + " |",
              "|---|" + "---|" * len(cols)]
     notes = []
@@ -136,8 +149,29 @@ def table(results: dict[str, list[dict]], seconds: float) -> str:
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     total = sum(counts.values())
     lines[3:3] = ["**" + ", ".join(f"{s}: {n}" for s, n in counts.items() if n or s in STATUSES)
-                  + f" (of {total} cells)**", ""]
+                  + f" (of {total} cells)**", ""]  # the summary under the title
     return "\n".join(lines + ["", "## Why (one line per difference or refusal)", ""] + notes) + "\n"
+
+
+def registry_tables() -> str:
+    """vllm_rules/architectures.py's tables from the installed vLLM's registry
+    (vllm/model_executor/models/registry.py), as Python, to paste after a vLLM upgrade."""
+    import textwrap
+
+    from vllm.model_executor.models import registry
+
+    backend = set(registry._TRANSFORMERS_SUPPORTED_MODELS) | set(registry._TRANSFORMERS_BACKEND_MODELS)
+    native = sorted((set(registry._TEXT_GENERATION_MODELS) | set(registry._MULTIMODAL_MODELS)) - backend)
+
+    def names(items: list[str]) -> str:
+        return textwrap.fill(", ".join(f'"{a}"' for a in items), 116, initial_indent="    ",
+                             subsequent_indent="    ")
+
+    dropped = ", ".join(f'"{a}": "{v}"' for a, v in sorted(registry._PREVIOUSLY_SUPPORTED_MODELS.items()))
+    only_backend = names(sorted(registry._TRANSFORMERS_SUPPORTED_MODELS))
+    return (f"NATIVE = frozenset({{\n{names(native)},\n}})\n"
+            f"TRANSFORMERS_BACKEND_ONLY = frozenset({{\n{only_backend},\n}})\n"
+            f"DROPPED = {{\n{textwrap.fill(dropped, 116, initial_indent='    ', subsequent_indent='    ')},\n}}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,8 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="configs checked at once, e.g. --jobs 2 (about 3 GB each)")
     p.add_argument("--only", nargs="*", default=None, help="config names to check, e.g. --only llama-3.1-8b")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per config, e.g. --timeout 1800")
+    p.add_argument("--registry_tables", action="store_true",
+                   help="print vllm_rules/architectures.py's tables from the installed vLLM and exit")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.registry_tables:
+        print(registry_tables(), end="")
+        return 0
     if args.one:
         print("ROWS " + json.dumps(check_one(args.one)))
         return 0

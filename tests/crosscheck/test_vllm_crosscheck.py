@@ -66,6 +66,12 @@ def test_held_out_layouts_match_vllm(tmp_path):
                 use_double_wide_mlp=True)
     result = _check(plan_raw(tmp_path, raw, 2), raw)
     assert result.status == "match", result.differences
+    from transformers import CONFIG_MAPPING
+
+    raw = CONFIG_MAPPING["axk1"]().to_dict()  # MLA + shared experts, replicated under sequence-parallel MoE
+    raw["architectures"] = ["AXK1ForCausalLM"]
+    result = _check(plan_raw(tmp_path, raw, 2, 8), raw)
+    assert result.status == "match", result.differences
 
 
 def test_a_wrong_plan_is_one_line_per_difference():

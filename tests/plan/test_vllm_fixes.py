@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from plan_helpers import gemms, plan_of, plan_raw
 
 from benchmark_model_kernels.vllm_rules import sharding
@@ -34,6 +35,20 @@ def test_glm45_router_keeps_all_rows():
     p = plan_of("glm-4.5", 2, 8)
     assert _m_divisors(p)["router"] == 1
     assert gemms(p)["shared_expert.gate_up_proj"] == (2 * 1536 // 2, 5120, 89, "column", False)
+
+
+def test_axk1_shared_experts_replicated_under_sequence_parallel_moe(tmp_path):
+    # AXK1.py: AXK1MoE builds its shared experts with disable_tp under sequence-parallel MoE (TP=2,
+    # DP=4): gate_up 2*2048 x 7168 and down 7168 x 2048 at full width on ceil(M/2) rows.
+    transformers = pytest.importorskip("transformers")
+    if "axk1" not in transformers.CONFIG_MAPPING:
+        pytest.skip("this transformers has no axk1")
+    raw = transformers.CONFIG_MAPPING["axk1"]().to_dict()
+    raw["architectures"] = ["AXK1ForCausalLM"]
+    p = plan_raw(tmp_path, raw, 2, 8)
+    g = gemms(p)
+    assert g["shared_expert.gate_up_proj"][:2] == (4096, 7168) and g["shared_expert.down_proj"][:2] == (7168, 2048)
+    assert _m_divisors(p)["shared_expert.down_proj"] == 2 and _m_divisors(p)["router"] == 2
 
 
 def test_gemma4_routes_with_its_own_function():

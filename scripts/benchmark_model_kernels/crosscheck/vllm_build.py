@@ -259,7 +259,7 @@ def _check_on_meta(model: Any) -> None:
 def _one_line(e: BaseException, folder: str) -> str:
     """vLLM's error as one short line, the temporary config folder named as such."""
     text = " ".join(str(e).replace(folder, "<config folder>").split()) or type(e).__name__
-    first = re.split(r"(?<=[.!?]) ", text.removeprefix("1 validation error for ModelConfig Value error, "))[0]
+    first = re.split(r"(?<=[.!?]) ", re.sub(r"^\d+ validation errors? for \w+ Value error, ", "", text))[0]
     return f"{type(e).__name__}: {first[:240]}"
 
 

@@ -249,20 +249,21 @@ def moe_tokens_per_m(tp: int, ep: int) -> int:
 #: block on `sequence_parallel_chunk`ed tokens: vllm/model_executor/models/deepseek_v2.py:
 #: DeepseekV2MoE (DeepseekV2MLP(is_sequence_parallel=...); DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5),
 #: llama4.py: Llama4MoE, qwen3_next.py: Qwen3NextSparseMoeBlock (Qwen3.5 reuses it), nemotron_h.py:
-#: NemotronHMoE. Not Glm4MoE (vllm/model_executor/models/glm4_moe.py: Glm4MoE builds Glm4MoeMLP
-#: without it: TP-sharded always).
+#: NemotronHMoE, AXK1.py: AXK1MoE. Not Glm4MoE (vllm/model_executor/models/glm4_moe.py: Glm4MoE
+#: builds Glm4MoeMLP without it: TP-sharded always; GLM-4.7-Flash's glm4_moe_lite.py reuses it).
 SP_MOE_SHARED_EXPERT_MODEL_TYPES = frozenset({
     "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa",
-    "llama4", "llama4_text", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h",
+    "llama4", "llama4_text", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "nemotron_h", "axk1",
 })
 
 
 #: model_type of the configs whose vLLM MoE block keeps this rank's ceil(M/TP) chunk of the tokens
 #: (`sequence_parallel_chunk`) before its router under sequence-parallel MoE, shared experts or
 #: not: the models above, and vllm/model_executor/models/qwen3_moe.py: Qwen3MoeSparseMoeBlock
-#: (Qwen3-VL-MoE reuses it, qwen3_vl_moe.py), gpt_oss.py: MLPBlock, granitemoe.py: GraniteMoeMoE.
+#: (Qwen3-VL-MoE reuses it, qwen3_vl_moe.py), gpt_oss.py: MLPBlock, granitemoe.py: GraniteMoeMoE,
+#: mimo_v2.py: MiMoV2MoE.
 SP_MOE_CHUNKED_MODEL_TYPES = SP_MOE_SHARED_EXPERT_MODEL_TYPES | frozenset({
-    "qwen3_moe", "qwen3_vl_moe", "qwen3_vl_moe_text", "gpt_oss", "granitemoe",
+    "qwen3_moe", "qwen3_vl_moe", "qwen3_vl_moe_text", "gpt_oss", "granitemoe", "mimo_v2_flash",
 })
 
 
