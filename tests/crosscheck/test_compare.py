@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from benchmark_model_kernels.crosscheck.compare import (
-    GemmShape,
-    MoeShape,
+    LinearShape,
     Side,
     compare,
     layer_ranges,
+    moe_shape,
     plan_side,
     routing_key,
 )
@@ -26,10 +26,10 @@ def _plan() -> Plan:
 
 def _vllm(qkv_n: int = 6144, router_rows: int = 2, act: str = "Swiglu") -> Side:
     side = Side()
-    side.add(GemmShape(qkv_n, 4096, "column", False), 32, "qkv_proj", "model.layers.{0-31}.self_attn.qkv_proj")
-    side.add(GemmShape(8, 4096, "replicated", False, router_rows), 32, "gate", "model.layers.{0-31}.mlp.gate")
-    side.add(GemmShape(64128, 4096, "vocab", False), 1, "lm_head", "lm_head")
-    side.add(MoeShape(4096, 14336, 2, 8, 2, act, True, False, 4,
+    side.add(LinearShape(qkv_n, 4096, "column", False), 32, "qkv_proj", "model.layers.{0-31}.self_attn.qkv_proj")
+    side.add(LinearShape(8, 4096, "replicated", False, router_rows), 32, "gate", "model.layers.{0-31}.mlp.gate")
+    side.add(LinearShape(64128, 4096, "vocab", False), 1, "lm_head", "lm_head")
+    side.add(moe_shape(4096, 14336, 2, 8, 2, act, True, False, 4,
                       routing_key("topk", None, None, "softmax", True, False, False)),
              32, "experts", "model.layers.{0-31}.mlp.experts")
     return side
@@ -54,10 +54,10 @@ def test_rows_and_the_router_name_pair_up():
 
 def test_missing_and_extra():
     vllm = _vllm()
-    vllm.add(GemmShape(256, 4096, "replicated", False), 32, "per_layer_input_gate",
+    vllm.add(LinearShape(256, 4096, "replicated", False), 32, "per_layer_input_gate",
              "model.layers.{0-31}.per_layer_input_gate")
     plan = plan_side(_plan())
-    plan.add(GemmShape(4096, 256, "row", False), 3, "oddity", "plan oddity (model.layers.*.oddity)")
+    plan.add(LinearShape(4096, 256, "row", False), 3, "oddity", "plan oddity (model.layers.*.oddity)")
     lines = compare(plan, vllm)
     assert lines == [
         "missing: model.layers.{0-31}.per_layer_input_gate: vLLM runs 256 x 4096 replicated x32, the plan has no "
@@ -69,7 +69,7 @@ def test_missing_and_extra():
 def test_a_count_difference_is_reported():
     plan = plan_side(_plan())
     vllm = _vllm()
-    vllm.add(GemmShape(6144, 4096, "column", False), 2, "qkv_proj", "mtp.layers.{0-1}.qkv_proj")
+    vllm.add(LinearShape(6144, 4096, "column", False), 2, "qkv_proj", "mtp.layers.{0-1}.qkv_proj")
     (line,) = compare(plan, vllm)
     assert line.startswith("missing: model.layers.{0-31}.self_attn.qkv_proj; mtp.layers.{0-1}.qkv_proj: vLLM runs "
                            "6144 x 4096 column x2")

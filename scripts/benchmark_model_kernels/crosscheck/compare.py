@@ -1,7 +1,8 @@
 """Compare a plan with the per-rank layers vLLM built: missing, extra and different shapes.
 
-Both sides are reduced to the same records: one `GemmShape` per distinct per-rank GEMM (N, K, linear
-kind, bias, rows as a divisor of M) and one `MoeShape` per distinct fused-MoE layer, each with how
+Both sides are reduced to the same records: one `LinearShape` per distinct per-rank GEMM (N, K, linear
+kind, bias, rows as a divisor of M) and one `moe_shape` (an MoE entry without name, modules or
+count) per distinct fused-MoE layer, each with how
 many times one forward step runs it and where it lives. The plan's entries already are that
 (`layers` is the per-step count); vLLM's modules are counted per decoder-layer instance
 (`vllm_layers`). Equal records with equal counts agree; the rest is paired by the module's leaf
@@ -16,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..plan.merge import ranges
-from ..plan.schema import MoeEntry, Plan
+from ..plan.schema import MoeEntry, Plan, Routing
 
 #: vLLM's MoEActivation value (vllm/model_executor/layers/fused_moe/activation.py: MoEActivation)
 #: -> the FlashInfer ActivationType name the plan uses (vllm_rules.moe.ACTIVATIONS).
@@ -36,17 +37,37 @@ def flashinfer_activation(vllm_value: str) -> str:
 
 
 def routing_key(selection: str, n_group: int | None, topk_group: int | None, scoring: str | None,
-                renormalize: bool | None, correction_bias: bool, on_input: bool) -> tuple:
-    """The routing both sides are compared by: how experts are selected ("topk", "grouped" or a
-    model's "custom" function, whose scoring and renormalization are its own), the groups, the
-    scoring, renormalization, the score-correction bias and whether the weight scales the input."""
+                renormalize: bool | None, correction_bias: bool, on_input: bool) -> Routing:
+    """The routing both sides are compared by, as a `Routing` whose method is how experts are
+    selected ("topk", "grouped" or a model's "custom" function, whose scoring and renormalization
+    are its own): the groups, the scoring, renormalization, the score-correction bias and whether
+    the weight scales the input; the scaling factor is left out (vLLM may apply it to the output)."""
     if selection == "custom":
-        scoring = renormalize = None
-    return (selection, n_group, topk_group, scoring, renormalize, correction_bias, on_input)
+        scoring, renormalize = "", False
+    return Routing(selection, n_group=n_group, topk_group=topk_group, use_routing_bias=correction_bias,
+                   scoring_func=scoring or "", renormalize=bool(renormalize), apply_router_weight_on_input=on_input)
+
+
+def moe_shape(hidden: int, intermediate: int, experts: int, global_experts: int, top_k: int, activation: str,
+              gated: bool, bias: bool, tokens_per_m: int, routing: Routing) -> MoeEntry:
+    """One fused-MoE layer as compared: an MoE entry without name, modules or count, its routing a
+    `routing_key`."""
+    return MoeEntry("experts", (), hidden, intermediate, experts, global_experts, top_k, activation, routing, 1,
+                    gated=gated, bias=bias, tokens_per_m=tokens_per_m)
+
+
+def moe_text(e: MoeEntry) -> str:
+    r = e.routing
+    groups = f" {r.n_group}/{r.topk_group}" if r.method == "grouped" else ""
+    route = f"{r.method}{groups}{' ' + r.scoring_func if r.scoring_func else ''}{' renorm' if r.renormalize else ''}" \
+            f"{' +corr-bias' if r.use_routing_bias else ''}{' on-input' if r.apply_router_weight_on_input else ''}"
+    return (f"H={e.hidden} I_r={e.intermediate} experts={e.experts}/{e.global_experts} top_k={e.top_k} "
+            f"act={e.activation}{'' if e.gated else ' (non-gated)'}{' +bias' if e.bias else ''} "
+            f"tokens={e.tokens_per_m}xM routing={route}")
 
 
 @dataclass(frozen=True)
-class GemmShape:
+class LinearShape:
     """One per-rank dense GEMM as compared: Y[ceil(M/m_divisor), n] = X[., k] W[n, k]^T."""
 
     n: int
@@ -58,31 +79,6 @@ class GemmShape:
     def text(self) -> str:
         rows = f" on M/{self.m_divisor}" if self.m_divisor > 1 else ""
         return f"{self.n} x {self.k} {self.parallel}{' +bias' if self.bias else ''}{rows}"
-
-
-@dataclass(frozen=True)
-class MoeShape:
-    """One fused-MoE layer as compared; `routing` is a `routing_key`."""
-
-    hidden: int
-    intermediate: int
-    experts: int
-    global_experts: int
-    top_k: int
-    activation: str
-    gated: bool
-    bias: bool
-    tokens_per_m: int
-    routing: tuple
-
-    def text(self) -> str:
-        selection, n_group, topk_group, scoring, renorm, corr, on_input = self.routing
-        groups = f" {n_group}/{topk_group}" if selection == "grouped" else ""
-        route = f"{selection}{groups}{' ' + scoring if scoring else ''}{' renorm' if renorm else ''}" \
-                f"{' +corr-bias' if corr else ''}{' on-input' if on_input else ''}"
-        return (f"H={self.hidden} I_r={self.intermediate} experts={self.experts}/{self.global_experts} "
-                f"top_k={self.top_k} act={self.activation}{'' if self.gated else ' (non-gated)'}"
-                f"{' +bias' if self.bias else ''} tokens={self.tokens_per_m}xM routing={route}")
 
 
 @dataclass(frozen=True)
@@ -101,8 +97,8 @@ class Side:
     moes: Counter = field(default_factory=Counter)
     places: dict = field(default_factory=dict)
 
-    def add(self, shape: GemmShape | MoeShape, count: int, role: str, where: str) -> None:
-        (self.gemms if isinstance(shape, GemmShape) else self.moes)[shape] += count
+    def add(self, shape: LinearShape | MoeEntry, count: int, role: str, where: str) -> None:
+        (self.gemms if isinstance(shape, LinearShape) else self.moes)[shape] += count
         self.places.setdefault(shape, []).append(Placed(role, where))
 
 
@@ -126,7 +122,7 @@ def role_of(name: str) -> str:
     return name.split("[", 1)[0].rsplit(".", 1)[-1]
 
 
-def moe_routing_key(e: MoeEntry) -> tuple:
+def moe_routing_key(e: MoeEntry) -> Routing:
     """The compared routing of a plan MoE entry (`routing_key`)."""
     r = e.routing
     if r.method in CUSTOM_ROUTING:
@@ -143,10 +139,10 @@ def plan_side(plan: Plan) -> Side:
     side = Side()
     for g in plan.gemms:
         where = f"plan {g.name} ({', '.join(g.modules)})"
-        side.add(GemmShape(g.n, g.k, g.parallel, g.bias, g.m_divisor), g.layers, role_of(g.name), where)
+        side.add(LinearShape(g.n, g.k, g.parallel, g.bias, g.m_divisor), g.layers, role_of(g.name), where)
     for e in plan.moe:
-        shape = MoeShape(e.hidden, e.intermediate, e.experts, e.global_experts, e.top_k, e.activation, e.gated, e.bias,
-                         e.tokens_per_m, moe_routing_key(e))
+        shape = moe_shape(e.hidden, e.intermediate, e.experts, e.global_experts, e.top_k, e.activation, e.gated,
+                          e.bias, e.tokens_per_m, moe_routing_key(e))
         side.add(shape, e.layers, "experts", f"plan {e.name} ({', '.join(e.modules)})")
     return side
 
@@ -169,17 +165,21 @@ def compare(plan: Side, vllm: Side) -> list[str]:
             p_shape = next((s for s in extra if {_pair_key(p.role) for p in plan.places[s]} & v_roles), None)
             if p_shape is None:
                 continue
-            lines.append(f"different: {_where(vllm, v_shape)}: vLLM runs {v_shape.text()} x{missing[v_shape]}, "
-                         f"the plan {p_shape.text()} x{extra[p_shape]} [{_where(plan, p_shape)}]")
+            lines.append(f"different: {_where(vllm, v_shape)}: vLLM runs {_text(v_shape)} x{missing[v_shape]}, "
+                         f"the plan {_text(p_shape)} x{extra[p_shape]} [{_where(plan, p_shape)}]")
             del missing[v_shape], extra[p_shape]
         for s, c in missing.items():
-            lines.append(f"missing: {_where(vllm, s)}: vLLM runs {s.text()} x{c}, the plan has no such entry")
+            lines.append(f"missing: {_where(vllm, s)}: vLLM runs {_text(s)} x{c}, the plan has no such entry")
         for s, c in extra.items():
-            lines.append(f"extra: {_where(plan, s)}: the plan lists {s.text()} x{c}, vLLM runs no such layer")
+            lines.append(f"extra: {_where(plan, s)}: the plan lists {_text(s)} x{c}, vLLM runs no such layer")
     return lines
 
 
-def _where(side: Side, shape: GemmShape | MoeShape) -> str:
+def _text(shape: LinearShape | MoeEntry) -> str:
+    return shape.text() if isinstance(shape, LinearShape) else moe_text(shape)
+
+
+def _where(side: Side, shape: LinearShape | MoeEntry) -> str:
     return "; ".join(p.where for p in side.places[shape])
 
 
@@ -199,5 +199,6 @@ def layer_ranges(paths: list[str]) -> str:
         out.append(pattern.replace("{}", "{" + ranges(sorted(set(idx))).replace(" ", "") + "}") if idx else pattern)
     return ", ".join(out)
 
-__all__ = ["VLLM_ACTIVATIONS", "CUSTOM_ROUTING", "flashinfer_activation", "routing_key", "GemmShape", "MoeShape",
-           "Placed", "Side", "CrossCheckResult", "role_of", "plan_side", "compare", "layer_ranges", "moe_routing_key"]
+__all__ = ["VLLM_ACTIVATIONS", "CUSTOM_ROUTING", "flashinfer_activation", "routing_key", "LinearShape", "moe_shape",
+           "moe_text", "Placed", "Side", "CrossCheckResult", "role_of", "plan_side", "compare", "layer_ranges",
+           "moe_routing_key"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.planner import TOWER_MARKERS
-from .compare import GemmShape, MoeShape, Side, flashinfer_activation, layer_ranges, role_of, routing_key
+from .compare import LinearShape, Side, flashinfer_activation, layer_ranges, moe_shape, role_of, routing_key
 
 
 def _kind(mod: Any) -> str:
@@ -33,8 +33,8 @@ def _kind(mod: Any) -> str:
     return f"other:{type(mod).__name__}"
 
 
-def _routing(ex: Any) -> tuple:
-    """The compared routing of a RoutedExperts block (`compare.MoeShape.routing`)."""
+def _routing(ex: Any) -> Any:
+    """The compared routing of a RoutedExperts block (`compare.routing_key`)."""
     if ex.custom_routing_function is not None:
         return routing_key("custom", None, None, None, None, ex.e_score_correction_bias is not None,
                            bool(ex.apply_router_weight_on_input))
@@ -69,7 +69,7 @@ def vllm_side(model: Any, tp: int) -> Side:
 
     found: dict[tuple, list[str]] = {}
 
-    def add(shape: GemmShape | MoeShape, role: str, path: str) -> None:
+    def add(shape: Any, role: str, path: str) -> None:
         found.setdefault((shape, role), []).append(path)
 
     head = _lm_head(model)
@@ -89,18 +89,18 @@ def vllm_side(model: Any, tp: int) -> Side:
         if isinstance(mod, LinearBase):
             n, k = (int(x) for x in mod.weight.shape)
             m_div = tp if any(path.startswith(c) for c in chunked) else 1
-            add(GemmShape(n, k, _kind(mod), getattr(mod, "bias", None) is not None, m_div), role_of(path), path)
+            add(LinearShape(n, k, _kind(mod), getattr(mod, "bias", None) is not None, m_div), role_of(path), path)
         elif isinstance(mod, RoutedExperts):
             w13 = mod.w13_weight
             i_r = int(mod.intermediate_size_per_partition)
             par = mod.moe_config.moe_parallel_config
-            add(MoeShape(int(mod.hidden_size), i_r, int(mod.local_num_experts), int(mod.global_num_experts),
+            add(moe_shape(int(mod.hidden_size), i_r, int(mod.local_num_experts), int(mod.global_num_experts),
                          int(mod.top_k), flashinfer_activation(str(mod.activation.value)), int(w13.shape[1]) == 2 * i_r,
                          bool(mod.moe_config.has_bias), int(par.dp_size) if par.use_ep else 1, _routing(mod)),
                 "experts", path.removesuffix(".routed_experts"))
     if head is not None:
         w = head[1].weight
-        add(GemmShape(int(w.shape[0]), int(w.shape[1]), "vocab", getattr(head[1], "bias", None) is not None),
+        add(LinearShape(int(w.shape[0]), int(w.shape[1]), "vocab", getattr(head[1], "bias", None) is not None),
             "lm_head", head[0])
     side = Side()
     for (shape, role), paths in found.items():
