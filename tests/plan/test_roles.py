@@ -306,19 +306,28 @@ def test_mllama_cross_attention_is_not_self_attention(tmp_path):
     assert g["cross_attn.o_proj"] == (4096, 2048, 1, "row", False)
     assert g["gate_up_proj"] == (14336, 4096, 5, "column", False)  # every layer has the MLP: 2*14336/2
 
-def test_jamba_mamba1_is_reported_unsupported_cleanly(tmp_path):
+def test_jamba_mamba1_mixer_and_unrenormalized_routing_tp2(tmp_path):
     raw = {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "hidden_size": 4096,
            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "num_experts": 16,
            "num_experts_per_tok": 2, "num_hidden_layers": 8, "attn_layer_period": 8, "attn_layer_offset": 4,
            "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
-           "mamba_expand": 2, "vocab_size": 65536, "use_mamba_kernels": False}
-    p = plan_raw(tmp_path, raw, 1)
-    # one line per Mamba-1 projection, nothing for non-GEMM state such as A_log
-    assert sorted(u.module.rsplit(".", 1)[-1] for u in p.unsupported) == ["dt_proj", "in_proj", "out_proj", "x_proj"]
-    assert all("Mamba-1" in u.reason for u in p.unsupported)
+           "mamba_expand": 2, "mamba_dt_rank": 256, "vocab_size": 65536, "use_mamba_kernels": False}
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported  # nothing for non-GEMM state such as A_log
     g = gemms(p)
+    # Mamba-1 (vLLM MambaMixer), I = 2*4096 = 8192, 7 mixer layers (attention at layer 4):
+    assert g["mamba.in_proj"] == (8192, 4096, 7, "column", False)  # merged [x | z]: 2*8192/2
+    assert g["mamba.x_proj"] == (288, 4096, 7, "row", False)  # dt_rank + 2*d_state = 256 + 32, K = 8192/2
+    assert g["mamba.dt_proj"] == (4096, 256, 7, "column", True)  # 8192/2, K = dt_rank
+    assert g["mamba.out_proj"] == (4096, 4096, 7, "row", False)  # K = 8192/2
     assert g["qkv_proj"][2] == 1 and g["gate_up_proj"][2] == 4  # 1 attention layer; 4 dense (even) layers
-    assert p.moe[0].layers == 4  # expert_layer_period 2, offset 1: layers 1, 3, 5, 7
+    (m,) = p.moe
+    assert m.layers == 4  # expert_layer_period 2, offset 1: layers 1, 3, 5, 7
+    # vllm/model_executor/models/jamba.py: JambaMoE builds its experts with renormalize=False
+    assert (m.routing.method, m.routing.renormalize, m.intermediate) == ("topk", False, 7168)  # 14336/2
+    with pytest.raises(UsageError, match="Mamba intermediate size"):
+        plan_raw(tmp_path, {**raw, "hidden_size": 4100, "num_attention_heads": 41, "num_key_value_heads": 41}, 3)
+
 
 def test_ernie_moe_statics_is_not_a_gemm_and_marks_routing_bias(tmp_path):
     raw = {"model_type": "ernie4_5_moe", "architectures": ["Ernie4_5_MoeForCausalLM"], "hidden_size": 2560,

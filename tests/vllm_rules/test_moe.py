@@ -88,7 +88,10 @@ def test_llama4_routing():
 
 def test_bias_anywhere_below_router_or_block_marks_routing_bias():
     # Ernie 4.5 keeps the bias in gate.moe_statics; MiniMax-M2 has it without groups
+    # (vLLM's Ernie block selects on softmax + bias: vllm/model_executor/models/ernie45_moe.py)
     r, _ = moe.routing(cfg(model_type="ernie4_5_moe"), None, with_bias("gate.moe_statics"))
+    assert r.use_routing_bias and r.method == "softmax_bias" and r.scoring_func == "softmax"
+    r, _ = moe.routing(cfg(model_type="minimax_m2"), None, with_bias("gate"))
     assert r.use_routing_bias and r.method == "minimax2" and r.scoring_func == "sigmoid"
     assert moe.routing(cfg(use_routing_bias=True), None, None)[0].use_routing_bias
 

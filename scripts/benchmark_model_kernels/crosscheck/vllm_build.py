@@ -151,6 +151,28 @@ def _gpu_kernel_checks() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _scalar_activations_on_cpu() -> Iterator[None]:
+    """vLLM's xIELU activation reads its two init scalars back with `.item()` in `__init__`
+    (vllm/model_executor/layers/activation.py: XIELU.__init__, `_beta_scalar`), which a meta tensor
+    cannot answer (Apertus). Its four one-element parameters and buffers are made on the CPU
+    instead; they are no GEMM weight and stay far under OFF_META_LIMIT."""
+    import torch
+    from vllm.model_executor.layers import activation
+
+    real_init = activation.XIELU.__init__
+
+    def init_on_cpu(self: Any, *args: Any, **kwargs: Any) -> None:
+        with torch.device("cpu"):
+            real_init(self, *args, **kwargs)
+
+    activation.XIELU.__init__ = init_on_cpu  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        activation.XIELU.__init__ = real_init  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _transformers_registry_restored() -> Iterator[None]:
     """vLLM registers its own config classes with transformers while it parses a config
     (vllm/transformers_utils/config.py: _register_config_class: `AutoConfig.register(model_type,
@@ -279,16 +301,20 @@ def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code
     dp = ep // tp if ep > 1 else 1
     with _config_folder(raw, code_dir if trust_remote_code else None) as folder, _transformers_registry_restored():
         try:
+            # max_model_len is left to vLLM (the config's max_position_embeddings): no layer's
+            # shape depends on it, and a fixed value above a config's limit is refused
+            # (vllm/config/model.py: _get_and_verify_max_len).
             model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True,
                                        trust_remote_code=trust_remote_code, dtype="bfloat16",
-                                       max_model_len=4096, enforce_eager=True)
+                                       enforce_eager=True)
             parallel = ParallelConfig(tensor_parallel_size=tp, data_parallel_size=dp,
                                       enable_expert_parallel=ep > 1)
             vllm_config = VllmConfig(model_config=model_config, parallel_config=parallel,
                                      load_config=LoadConfig(load_format="dummy"))
         except Exception as e:  # vLLM's config validation: the config or layout is refused
             raise VllmRefused(f"vLLM {version} rejects the config: {_one_line(e, folder)}") from None
-        with _fake_groups(tp, dp, ep), _gpu_kernel_checks(), set_current_vllm_config(vllm_config):
+        with _fake_groups(tp, dp, ep), _gpu_kernel_checks(), _scalar_activations_on_cpu(), \
+                set_current_vllm_config(vllm_config):
             try:
                 model_class, arch = get_model_architecture(model_config)
             except Exception as e:

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import UsageError
+from ..vllm_rules import moe as vllm_moe
 from ..vllm_rules import sharding
 from ..vllm_rules.architectures import vllm_refusal
 from ..vllm_rules.config import config_value, recorded_reads
@@ -85,6 +86,7 @@ class Planner:
         linears: dict[str, Dims] = {}
         experts: dict[str, Any] = {}
         expert_lists: dict[str, Any] = {}
+        stacked: dict[str, Any] = {}
         others: dict[str, Any] = {}
         for rel, mod in layer.named_modules():
             if not rel:
@@ -101,7 +103,9 @@ class Planner:
                 # The depthwise convs of Mamba2 / GatedDeltaNet are not GEMMs
                 # (vllm/model_executor/layers/mamba/mamba_mixer2.py: MambaMixer2, conv1d).
                 continue
-            if any(p.ndim == 3 for p in own.values()):
+            if roles.STACKED_GLU <= own.keys() and all(own[w].ndim == 2 for w in roles.STACKED_GLU):
+                stacked[rel] = mod
+            elif any(p.ndim == 3 for p in own.values()):
                 experts[rel] = mod
             elif getattr(own.get("weight"), "ndim", 0) == 2:
                 # Only a 2-D `weight` is a GEMM operand. Other 2-D parameters are layer state that
@@ -113,6 +117,8 @@ class Planner:
             roles.fused_experts(self.ctx, scan, rel, mod)
         for rel, mod in expert_lists.items():
             roles.modulelist_experts(self.ctx, scan, rel, mod)
+        for rel, mod in stacked.items():
+            roles.stacked_glu_experts(self.ctx, scan, rel, mod)
 
         groups: dict[str, dict[str, Dims]] = {}
         for rel, dims in linears.items():
@@ -213,6 +219,10 @@ class Planner:
                                                    "Linear outside the decoder layers with no known role"))
         if self.ep > 1 and not any(lay.moe for _, lay in per_layer):
             raise UsageError("--ep", self.ep, "the model has no routed experts; use --ep 1")
+        if self.ep > 1 and not vllm_moe.vllm_sees_experts(self.cfg):
+            raise UsageError("--ep", self.ep, "vLLM refuses expert parallelism for this config: it reads the expert "
+                             f"count from {', '.join(vllm_moe.VLLM_NUM_EXPERTS_KEYS)} and the config sets none at "
+                             "its top level (e.g. DBRX keeps moe_num_experts in ffn_config); use --ep 1")
         gemms, moes, unsup = merge(per_layer, top, layer_types)
         per_m = sharding.moe_tokens_per_m(self.tp, self.ep)
         moes = tuple(replace(e, tokens_per_m=per_m) for e in moes)

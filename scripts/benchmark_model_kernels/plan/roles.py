@@ -37,6 +37,9 @@ LATENT_PROJ = ("fc1_latent_proj", "fc2_latent_proj")
 #: Names of shared-expert sub-modules beside routed experts.
 SHARED_EXPERT = ("shared_expert", "shared_experts", "shared_mlp")
 ROUTER_NAMES = ("gate", "router")
+#: 2-D parameters of an expert block that stacks every expert's gate (w1), up (v1) and down (w2)
+#: rows, each [E*I, H] (DBRX's DbrxExpertGLU).
+STACKED_GLU = frozenset({"w1", "v1", "w2"})
 #: Config fields holding the number of experts each token is routed to.
 TOPK_KEYS = ("num_experts_per_tok", "top_k_experts", "num_experts_per_token", "moe_topk", "top_k")
 
@@ -95,12 +98,8 @@ def group(ctx: Context, scan: LayerScan, parent: str, leaves: dict[str, Dims], p
         _indexer(ctx, g)
     elif "in_proj_qkvz" in left or "in_proj_qkv" in left:
         _gdn(ctx, g)
-    elif "x_proj" in left and "dt_proj" in left:
-        for leaf in [x for x in ("in_proj", "x_proj", "dt_proj", "out_proj") if x in left]:
-            n, k, _ = left.pop(leaf)
-            out.unsupported.append(Unsupported(g.path(leaf), n, k, (
-                f"Mamba-1 mixer ({type(pmod).__name__}) projection: vllm_rules.md has no sharding rule "
-                "for Mamba-1 (only Mamba2 and GatedDeltaNet)")))
+    elif all(x in left for x in ("in_proj", "x_proj", "dt_proj", "out_proj")):
+        _mamba1(ctx, g)
     elif "in_proj" in left and "out_proj" in left and ("mamba" in kind or hasattr(pmod, "ssm_state_size")):
         _mamba(ctx, g)
     elif "q_proj" in left and "k_proj" in left and ("cross" in parent.rsplit(".", 1)[-1]
@@ -280,6 +279,25 @@ def _mamba(ctx: Context, g: Group) -> None:
     emit(ctx, out, "mamba.out_proj", [path("out_proj")], left.pop("out_proj"), what="mamba out_proj")
 
 
+def _mamba1(ctx: Context, g: Group) -> None:
+    """Mamba-1 mixer (Jamba, Mamba): in_proj H -> [x | z] of 2I, a MergedColumnParallelLinear
+    ([I, I], 2I/TP per rank); x_proj I -> dt_rank + 2*d_state RowParallel (K = I/TP); dt_proj
+    dt_rank -> I ColumnParallel (I/TP, with bias); out_proj I -> H RowParallel
+    (vllm/model_executor/layers/mamba/mamba_mixer.py: MambaMixer.__init__)."""
+    left, out, path = g.left, g.scan.out, g.path
+    in_n, k, _ = left["in_proj"]
+    x_n, x_k, _ = left["x_proj"]
+    dt_n, dt_k, _ = left["dt_proj"]
+    inter = in_n // 2
+    if in_n % 2 or x_k != inter or dt_n != inter or left["out_proj"][1] != inter:
+        return  # leave them in `left`: reported as unsupported
+    i_r = sharding.require_divides(inter, ctx.tp, "Mamba intermediate size (mamba_expand*hidden_size)")
+    emit(ctx, out, "mamba.in_proj", [path("in_proj")], left.pop("in_proj"), per_rank=(2 * i_r, k))
+    emit(ctx, out, "mamba.x_proj", [path("x_proj")], left.pop("x_proj"), per_rank=(x_n, i_r))
+    emit(ctx, out, "mamba.dt_proj", [path("dt_proj")], left.pop("dt_proj"), per_rank=(i_r, dt_k))
+    emit(ctx, out, "mamba.out_proj", [path("out_proj")], left.pop("out_proj"), what="mamba out_proj")
+
+
 def _gdn(ctx: Context, g: Group) -> None:
     """Qwen3-Next / Qwen3.5 GatedDeltaNet (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:
     QwenGatedDeltaNetAttention); Qwen3.5's split in_proj_qkv + in_proj_z and in_proj_b + in_proj_a
@@ -363,7 +381,7 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
             it.m_divisor = ctx.tp
 
     for r in ROUTER_NAMES:
-        for rel in (pre + r, pre + r + ".proj", pre + r + ".linear"):
+        for rel in (pre + r, pre + r + ".proj", pre + r + ".linear", pre + r + ".layer"):
             dims = linears.get(rel)
             if dims is None and rel in others:
                 w = others[rel].weight
@@ -461,15 +479,38 @@ def modulelist_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> Non
     _add_moe(ctx, scan, _Experts(rel, mod, e, inter, gated, any(d[2] for d in own.values())))
 
 
+def stacked_glu_experts(ctx: Context, scan: LayerScan, rel: str, mod: Any) -> None:
+    """DBRX experts: `experts.mlp` holds w1 (gate), v1 (up) and w2 (down) of all E experts stacked
+    as [E*I, H]. vLLM runs them as one gated fused-MoE layer of E experts, I = ffn_hidden_size,
+    top-k moe_top_k, renormalized (vllm/model_executor/models/dbrx.py: DbrxMoE, DbrxExperts); the
+    router is `router.layer`, a GateLinear H -> E (DbrxRouter)."""
+    e, inter = getattr(mod, "moe_num_experts", None), getattr(mod, "ffn_hidden_size", None)
+    w1 = mod.w1
+    if not e or not inter or tuple(w1.shape) != (int(e) * int(inter), ctx.hidden):
+        scan.out.unsupported.append(Unsupported(scan.full(rel), int(w1.shape[0]), int(w1.shape[1]), (
+            f"{type(mod).__name__}: stacked w1/v1/w2 of shape {tuple(w1.shape)} are not "
+            f"[moe_num_experts*ffn_hidden_size, hidden_size={ctx.hidden}]")))
+        return
+    block = rel.rpartition(".")[0] if rel.endswith(".mlp") else rel
+    _add_moe(ctx, scan, _Experts(block, mod, int(e), int(inter), True, False))
+
+
+def _top_k(ctx: Context, block: Any) -> int:
+    """Experts per token: the config's field, else the MoE block's own `top_k` (DBRX keeps it in
+    ffn_config, which its DbrxFFN copies to `top_k`)."""
+    top_k = int(config_value(ctx.cfg, *TOPK_KEYS, default=0))
+    return top_k or int(getattr(block, "top_k", 0) or 0)
+
+
 def _add_moe(ctx: Context, scan: LayerScan, ex: _Experts) -> None:
     parent = ex.rel.rpartition(".")[0]
     local, i_r = sharding.moe_per_rank(ex.count, ex.intermediate, ctx.tp, ctx.ep)
     if ctx.ep > ex.count:
         ctx.note(f"EP={ctx.ep} exceeds the {ex.count} routed experts: ranks {ex.count}-{ctx.ep - 1} hold no expert "
                  "(rank 0, planned, holds one)")
-    top_k = int(config_value(ctx.cfg, *TOPK_KEYS, default=0))
     layer = scan.layer
     pmod = layer.get_submodule(parent) if parent else layer
+    top_k = _top_k(ctx, pmod)
     router = None
     for r in ROUTER_NAMES:
         try:
@@ -492,4 +533,5 @@ def _add_moe(ctx: Context, scan: LayerScan, ex: _Experts) -> None:
 
 __all__ = ["ATTN_OUT", "FUSED_QKV", "PER_LAYER_INPUT", "LATENT_PROJ",
            "GATED_MLP", "FUSED_GATED_MLP", "NONGATED_MLP", "SHARED_EXPERT", "ROUTER_NAMES",
-           "TOPK_KEYS", "Group", "emit", "group", "fused_experts", "modulelist_experts"]
+           "TOPK_KEYS", "STACKED_GLU", "Group", "emit", "group", "fused_experts", "modulelist_experts",
+           "stacked_glu_experts"]

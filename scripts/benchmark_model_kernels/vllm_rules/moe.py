@@ -29,6 +29,25 @@ VLLM_MOE_LAYER_RULE = {
     "qwen3_vl_moe": "sparse_step", "qwen3_vl_moe_text": "sparse_step",
 }
 
+#: model_type -> the scoring function its vLLM MoE block passes to the experts whatever the config
+#: says (or, passing none, FusedMoE's default "softmax": vllm/model_executor/layers/fused_moe/
+#: routed_experts.py: RoutedExperts.__init__). Others read `scoring_func` from the config, default
+#: sigmoid with a score-correction bias, else softmax.
+#:   ernie4_5_moe  softmax, with the correction bias (vllm/model_executor/models/ernie45_moe.py:
+#:                 Ernie4_5_MoeMoE, no scoring_func passed)
+#:   glm4_moe, lfm2_moe, exaone_moe, laguna, nemotron_h  scoring_func="sigmoid" (glm4_moe.py:
+#:                 Glm4MoE, lfm2_moe.py: Lfm2MoeSparseMoeBlock, exaone_moe.py, laguna.py,
+#:                 nemotron_h.py: NemotronHMoE)
+VLLM_SCORING_FUNC = {
+    "ernie4_5_moe": "softmax", "glm4_moe": "sigmoid", "lfm2_moe": "sigmoid", "exaone_moe": "sigmoid",
+    "laguna": "sigmoid", "nemotron_h": "sigmoid",
+}
+
+#: model_type -> whether its vLLM MoE block renormalizes the top-k weights, fixed in its code
+#: whatever the config's norm_topk_prob says: jamba (vllm/model_executor/models/jamba.py: JambaMoE,
+#: renormalize=False) and olmoe (olmoe.py: OlmoeMoE, renormalize=False).
+VLLM_RENORMALIZE = {"jamba": False, "olmoe": False}
+
 #: Config activation name -> FlashInfer ActivationType name (gated, non-gated). vLLM runs a gated
 #: expert MLP as act(gate) * up and a non-gated one as act(up)
 #: (vllm/model_executor/layers/fused_moe/activation.py: MoEActivation, "silu" vs "silu_no_mul");
@@ -41,6 +60,27 @@ ACTIVATIONS: dict[str, tuple[str | None, str]] = {
 
 #: Config fields holding the activation name, in the order they are read.
 ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_act", "hidden_activation", "activation_function")
+
+
+#: Config fields vLLM reads the expert count from, on the (text) config's top level
+#: (vllm/transformers_utils/config.py: CONFIG_FIELD_ALIASES["num_experts"], read by
+#: vllm/transformers_utils/model_arch_config_convertor.py: get_num_experts, else the largest
+#: n_routed_experts of a `block_configs` MoE block). With none of them set vLLM takes the model for
+#: dense and refuses expert parallelism (vllm/config/model.py: _verify_with_expert_parallelism).
+VLLM_NUM_EXPERTS_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+
+
+def vllm_sees_experts(cfg: Any) -> bool:
+    """Whether vLLM finds an expert count in this config (and so allows expert parallelism)."""
+    for name in VLLM_NUM_EXPERTS_KEYS:
+        value = getattr(cfg, name, None)
+        if value:
+            return True
+    for block in getattr(cfg, "block_configs", None) or ():
+        get = block.get if isinstance(block, dict) else lambda k, d=None, b=block: getattr(b, k, d)
+        if get("block_type", "") == "moe" and get("n_routed_experts", 0):
+            return True
+    return False
 
 
 def vllm_moe_layers(cfg: Any, num_layers: int) -> set[int] | None:
@@ -96,8 +136,9 @@ def routing(cfg: Any, router: Any, block: Any) -> tuple[Routing, str]:
     scale = float(scale) if scale is not None else None
     bias = _has_score_correction_bias(cfg, router, block)
     renorm = getattr(cfg, "norm_topk_prob", None)
-    renorm = True if renorm is None else bool(renorm)
-    scoring = str(config_value(cfg, "scoring_func", default="sigmoid" if bias else "softmax"))
+    renorm = VLLM_RENORMALIZE.get(mt, True if renorm is None else bool(renorm))
+    scoring = VLLM_SCORING_FUNC.get(mt) or str(config_value(cfg, "scoring_func",
+                                                            default="sigmoid" if bias else "softmax"))
     n_group, topk_group = config_value(cfg, "n_group"), config_value(cfg, "topk_group")
     if mt.startswith("llama4"):
         # vllm/model_executor/models/llama4.py: Llama4MoE.custom_routing_function: top-1 on the
@@ -116,6 +157,13 @@ def routing(cfg: Any, router: Any, block: Any) -> tuple[Routing, str]:
         # parameters in the plan.
         return Routing("grouped_topk", n_group=int(n_group), topk_group=int(topk_group or n_group),
                        routed_scaling_factor=scale, scoring_func=scoring, renormalize=renorm), ""
+    if bias and scoring == "softmax":
+        # Softmax top-k selected on score + correction bias (Ernie 4.5: VLLM_SCORING_FUNC); no
+        # FlashInfer routing method selects that way.
+        return (Routing("softmax_bias", routed_scaling_factor=scale, use_routing_bias=True, scoring_func="softmax",
+                        renormalize=renorm),
+                "experts are selected on softmax scores plus a correction bias (no FlashInfer routing method; "
+                "renormalize is the nearest)")
     if bias:
         # Sigmoid + bias top-k without groups (vllm/model_executor/models/minimax_m2.py: MiniMaxM2MoE).
         return Routing("minimax2", routed_scaling_factor=scale, use_routing_bias=True, scoring_func=scoring,
@@ -137,4 +185,5 @@ def routing(cfg: Any, router: Any, block: Any) -> tuple[Routing, str]:
     return Routing("renormalize" if renorm else "topk", routed_scaling_factor=scale, renormalize=renorm), ""
 
 
-__all__ = ["VLLM_MOE_LAYER_RULE", "ACTIVATIONS", "ACTIVATION_KEYS", "vllm_moe_layers", "activation", "routing"]
+__all__ = ["VLLM_MOE_LAYER_RULE", "VLLM_SCORING_FUNC", "VLLM_RENORMALIZE", "VLLM_NUM_EXPERTS_KEYS",
+           "vllm_sees_experts", "ACTIVATIONS", "ACTIVATION_KEYS", "vllm_moe_layers", "activation", "routing"]

@@ -58,6 +58,10 @@ ROLE_KIND: dict[str, str] = {
     # vllm/model_executor/layers/mamba/mamba_mixer2.py: MambaMixer2 (in_proj column, out_proj row).
     "mamba.in_proj": "column",
     "mamba.out_proj": "row",
+    # Mamba-1, vllm/model_executor/layers/mamba/mamba_mixer.py: MambaMixer (x_proj RowParallel,
+    # dt_proj ColumnParallel; in_proj MergedColumnParallel and out_proj RowParallel as above).
+    "mamba.x_proj": "row",
+    "mamba.dt_proj": "column",
     # vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: QwenGatedDeltaNetAttention
     # (create_qkvz_proj / create_ba_proj column, out_proj row).
     "gdn.in_proj_qkvz": "column",
