@@ -99,3 +99,35 @@ def test_cli_records_the_version_and_exits_0(tmp_path, capsys):
     assert "# cross-check against vllm " in capsys.readouterr().out
     check = json.loads(out.read_text())["cross_check"]
     assert check["status"] == "match" and check["against"].startswith("vllm 0.")
+
+
+#: Configs outside the shared set whose plans first differed from vLLM 0.33.0 or did not build
+#: (examples/vllm_fidelity/unseen.md), each small but with its family's published layer sizes.
+UNSEEN = {
+    "dbrx": {"model_type": "dbrx", "architectures": ["DbrxForCausalLM"], "d_model": 6144, "n_heads": 48,
+             "n_layers": 2, "max_seq_len": 32768, "vocab_size": 100352,
+             "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000},
+             "ffn_config": {"moe_num_experts": 16, "moe_top_k": 4, "ffn_hidden_size": 10752,
+                            "ffn_act_fn": {"name": "silu"}}},
+    "jamba": {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "hidden_size": 4096,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "num_experts": 16,
+              "num_experts_per_tok": 2, "num_hidden_layers": 8, "attn_layer_period": 8, "attn_layer_offset": 4,
+              "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4,
+              "mamba_expand": 2, "mamba_dt_rank": 256, "vocab_size": 65536, "use_mamba_kernels": False},
+    "ernie4_5_moe": {"model_type": "ernie4_5_moe", "architectures": ["Ernie4_5_MoeForCausalLM"],
+                     "hidden_size": 2560, "num_attention_heads": 20, "num_key_value_heads": 4, "head_dim": 128,
+                     "intermediate_size": 12288, "moe_intermediate_size": 1536, "moe_num_experts": 64, "moe_k": 6,
+                     "moe_num_shared_experts": 2, "moe_layer_start_index": 1, "moe_layer_interval": 1,
+                     "num_hidden_layers": 3, "vocab_size": 103424, "max_position_embeddings": 131072},
+    # xIELU activation; max_position_embeddings below any fixed max_model_len the build might ask for
+    "apertus": {"model_type": "apertus", "architectures": ["ApertusForCausalLM"], "hidden_size": 4096,
+                "intermediate_size": 21504, "num_hidden_layers": 2, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "vocab_size": 131072, "max_position_embeddings": 2048},
+}
+
+
+@pytest.mark.parametrize("name,tp,ep", [("dbrx", 2, 1), ("jamba", 2, 8), ("ernie4_5_moe", 2, 4), ("apertus", 4, 1)])
+def test_unseen_configs_match_vllm(tmp_path, name, tp, ep):
+    raw = UNSEEN[name]
+    result = _check(plan_raw(tmp_path, raw, tp, ep), raw)
+    assert result.status == "match", result.differences or result.refused
