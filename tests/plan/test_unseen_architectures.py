@@ -68,3 +68,21 @@ def test_routing_fixed_in_vllm_code_wins_over_the_config():
     Cfg.model_type, Cfg.norm_topk_prob, Cfg.use_routing_bias = "olmoe", True, False
     r, _ = vllm_moe.routing(Cfg(), None, None)
     assert (r.method, r.renormalize) == ("topk", False)  # OlmoeMoE: renormalize=False
+
+
+def test_qwen2_moe_without_shared_expert_keeps_only_its_gate(tmp_path):
+    raw = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 3584,
+           "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+           "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 0, "num_experts": 64,
+           "num_experts_per_tok": 8, "num_hidden_layers": 2, "norm_topk_prob": False, "vocab_size": 151936}
+    p = plan_raw(tmp_path, raw, 2, 4)
+    assert p.complete, p.unsupported
+    g = gemms(p)
+    # vLLM builds no shared expert for size 0 but always its gate H -> 1 (Qwen2MoeSparseMoeBlock)
+    assert not any(name.startswith("shared_expert.") for name in g)
+    assert g["shared_expert_gate"] == (1, 3584, 2, "replicated", False)
+    assert g["qkv_proj"] == (2304, 3584, 2, "column", True)  # (28/2 + 2*(4/2))*128, d = 3584/28
+    (m,) = p.moe
+    assert (m.intermediate, m.experts, m.global_experts) == (2560, 16, 64)  # EP 4: full I, 64/4 experts
+    with pytest.raises(UsageError, match="shared_expert_intermediate_size"):
+        plan_raw(tmp_path, {**raw, "shared_expert_intermediate_size": -1}, 2)

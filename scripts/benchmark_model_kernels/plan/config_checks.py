@@ -64,8 +64,10 @@ BOUNDS: dict[str, Bound] = {
               Bound(1, _WIDTH, "head or rank size")),
     **_bounds("q_lora_rank", Bound(1, _WIDTH, "q LoRA rank", nullable=True)),
     **_bounds("intermediate_size n_inner", Bound(1, _MLP, "MLP size", nullable=True)),
-    **_bounds("moe_intermediate_size shared_expert_intermediate_size moe_shared_expert_intermediate_size "
-              "intermediate_size_mlp", Bound(1, _MLP, "MLP size", nullable=True)),
+    **_bounds("moe_intermediate_size moe_shared_expert_intermediate_size intermediate_size_mlp",
+              Bound(1, _MLP, "MLP size", nullable=True)),
+    # 0: no shared expert (vllm/model_executor/models/qwen2_moe.py: Qwen2MoeSparseMoeBlock, qwen3_next.py)
+    **_bounds("shared_expert_intermediate_size", Bound(0, _MLP, "shared-expert MLP size", nullable=True)),
     **_bounds("num_hidden_layers n_layer num_layers", Bound(1, 1024, "decoder layers")),
     **_bounds("num_attention_heads n_head num_heads", Bound(1, _HEADS, "attention heads")),
     **_bounds("num_key_value_heads", Bound(1, _HEADS, "KV heads", nullable=True)),

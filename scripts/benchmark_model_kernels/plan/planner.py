@@ -93,7 +93,11 @@ class Planner:
                 continue
             dims = _linear_dims(mod)
             if dims is not None:
-                linears[rel] = dims
+                if 0 not in dims[:2]:
+                    # A zero-width Linear is no GEMM: vLLM builds no layer for it (Qwen2-MoE with
+                    # shared_expert_intermediate_size 0 has no shared expert but keeps its gate:
+                    # vllm/model_executor/models/qwen2_moe.py: Qwen2MoeSparseMoeBlock.__init__).
+                    linears[rel] = dims
                 continue
             if isinstance(mod, torch.nn.ModuleList) and rel.rsplit(".", 1)[-1] == "experts":
                 expert_lists[rel] = mod
