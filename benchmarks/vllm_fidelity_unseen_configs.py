@@ -668,6 +668,12 @@ CONFIGS = {
 EXTRA = {
     "glm-4.7-flash": {"first_k_dense_replace": 1},
     "afmoe": {"score_func": "sigmoid", "route_norm": True, "n_group": 1, "topk_group": 1},
+    # LFM2-1.2B: 16 layers, attention at 2, 5, 8, 10, 12, 14, short convolutions elsewhere
+    "lfm2-1.2b": {"hidden_size": 2048, "num_hidden_layers": 16, "block_dim": 2048, "conv_dim": 2048,
+                  "block_ff_dim": 12288, "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0,
+                  "block_auto_adjust_ff_dim": True, "block_norm_eps": 1e-5, "block_use_swiglu": True,
+                  "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+                  "layer_types": ["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)]},
 }
 
 

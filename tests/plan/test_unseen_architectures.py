@@ -86,3 +86,20 @@ def test_qwen2_moe_without_shared_expert_keeps_only_its_gate(tmp_path):
     assert (m.intermediate, m.experts, m.global_experts) == (2560, 16, 64)  # EP 4: full I, 64/4 experts
     with pytest.raises(UsageError, match="shared_expert_intermediate_size"):
         plan_raw(tmp_path, {**raw, "shared_expert_intermediate_size": -1}, 2)
+
+
+def test_lfm2_short_conv_layers_tp2(tmp_path):
+    idx = [2, 5, 8, 10, 12, 14]
+    raw = {"model_type": "lfm2", "architectures": ["Lfm2ForCausalLM"], "hidden_size": 2048, "block_dim": 2048,
+           "conv_dim": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "intermediate_size": 12288, "block_ff_dim": 12288, "block_multiple_of": 256,
+           "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True, "conv_L_cache": 3,
+           "conv_bias": False, "full_attn_idxs": idx, "vocab_size": 65536, "tie_word_embeddings": True,
+           "layer_types": ["full_attention" if i in idx else "conv" for i in range(16)]}
+    p = plan_raw(tmp_path, raw, 2)
+    assert p.complete, p.unsupported
+    g = gemms(p)
+    # vLLM ShortConv: in_proj MergedColumnParallel [H, H, H] -> 3*2048/2; out_proj RowParallel K = 2048/2
+    assert g["short_conv.in_proj"] == (3072, 2048, 10, "column", False)
+    assert g["short_conv.out_proj"] == (2048, 1024, 10, "row", False)
+    assert g["qkv_proj"] == (1536, 2048, 6, "column", False)  # (32/2 + 2*(8/2))*64, d = 2048/32

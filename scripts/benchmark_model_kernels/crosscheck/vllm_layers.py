@@ -81,10 +81,12 @@ def vllm_side(model: Any, tp: int) -> Side:
             chunked.append(path + ".")
         if head is not None and mod is head[1]:
             continue
-        if isinstance(mod, LinearBase) and role_of(path) == "conv1d":
+        if isinstance(mod, LinearBase) and (role_of(path) == "conv1d" or mod.weight.ndim != 2):
             # Mamba2 / GatedDeltaNet's depthwise conv is a ColumnParallelLinear holding the conv
             # taps [conv_dim, 1, width], not a GEMM (vllm/model_executor/layers/mamba/mamba_mixer2.py:
-            # MambaMixer2.__init__, conv1d.weight.unsqueeze(1)); the plan skips it too.
+            # MambaMixer2.__init__, conv1d.weight.unsqueeze(1)); so is LFM2's short conv
+            # (vllm/model_executor/layers/mamba/short_conv.py: ShortConv, conv.weight.unsqueeze(1)).
+            # The plan skips them too.
             continue
         if isinstance(mod, LinearBase):
             n, k = (int(x) for x in mod.weight.shape)

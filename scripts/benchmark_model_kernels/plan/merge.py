@@ -15,8 +15,8 @@ from .items import LayerPlan
 from .schema import GemmEntry, MoeEntry, Unsupported
 
 #: Display order of GEMM roles (prefix match); unknown roles go last but before lm_head.
-ROLE_ORDER = ("mla.", "indexer.", "qkv_proj", "q_proj", "gdn.", "mamba.", "o_proj", "gate_up_proj", "up_proj",
-              "down_proj", "router", "moe.", "shared_expert.", "shared_expert_gate", "per_layer_input_gate",
+ROLE_ORDER = ("mla.", "indexer.", "qkv_proj", "q_proj", "gdn.", "mamba.", "short_conv.", "o_proj", "gate_up_proj",
+              "up_proj", "down_proj", "router", "moe.", "shared_expert.", "shared_expert_gate", "per_layer_input_gate",
               "per_layer_projection", "per_layer_model_projection", "lm_head")
 
 

@@ -100,6 +100,8 @@ def group(ctx: Context, scan: LayerScan, parent: str, leaves: dict[str, Dims], p
         _gdn(ctx, g)
     elif all(x in left for x in ("in_proj", "x_proj", "dt_proj", "out_proj")):
         _mamba1(ctx, g)
+    elif "in_proj" in left and "out_proj" in left and "shortconv" in kind:
+        _short_conv(ctx, g)
     elif "in_proj" in left and "out_proj" in left and ("mamba" in kind or hasattr(pmod, "ssm_state_size")):
         _mamba(ctx, g)
     elif "q_proj" in left and "k_proj" in left and ("cross" in parent.rsplit(".", 1)[-1]
@@ -296,6 +298,19 @@ def _mamba1(ctx: Context, g: Group) -> None:
     emit(ctx, out, "mamba.x_proj", [path("x_proj")], left.pop("x_proj"), per_rank=(x_n, i_r))
     emit(ctx, out, "mamba.dt_proj", [path("dt_proj")], left.pop("dt_proj"), per_rank=(i_r, dt_k))
     emit(ctx, out, "mamba.out_proj", [path("out_proj")], left.pop("out_proj"), what="mamba out_proj")
+
+
+def _short_conv(ctx: Context, g: Group) -> None:
+    """LFM2 short convolution: in_proj H -> [B | C | x] of 3H, a MergedColumnParallelLinear
+    ([H, H, H]: 3H/TP per rank), the depthwise conv (no GEMM), out_proj H -> H RowParallel
+    (vllm/model_executor/layers/mamba/short_conv.py: ShortConv.__init__)."""
+    left, out, path = g.left, g.scan.out, g.path
+    n, k, _ = left["in_proj"]
+    if n != 3 * k or left["out_proj"][1] != k:
+        return  # leave them in `left`: reported as unsupported
+    shard = sharding.require_divides(k, ctx.tp, "short conv width (hidden_size)")
+    emit(ctx, out, "short_conv.in_proj", [path("in_proj")], left.pop("in_proj"), per_rank=(3 * shard, k))
+    emit(ctx, out, "short_conv.out_proj", [path("out_proj")], left.pop("out_proj"), what="short conv out_proj")
 
 
 def _gdn(ctx: Context, g: Group) -> None:

@@ -94,6 +94,7 @@ MODULE_KIND_TABLE: tuple[tuple[str, str], ...] = (
     ("indexer.", ATTN),
     ("gdn.", ATTN),
     ("mamba.", ATTN),
+    ("short_conv.", ATTN),
 )
 
 

@@ -61,6 +61,10 @@ ROLE_KIND: dict[str, str] = {
     # Mamba-1, vllm/model_executor/layers/mamba/mamba_mixer.py: MambaMixer (x_proj RowParallel,
     # dt_proj ColumnParallel; in_proj MergedColumnParallel and out_proj RowParallel as above).
     "mamba.x_proj": "row",
+    # LFM2 short convolution, vllm/model_executor/layers/mamba/short_conv.py: ShortConv (in_proj
+    # MergedColumnParallelLinear [H, H, H], out_proj RowParallelLinear).
+    "short_conv.in_proj": "column",
+    "short_conv.out_proj": "row",
     "mamba.dt_proj": "column",
     # vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: QwenGatedDeltaNetAttention
     # (create_qkvz_proj / create_ba_proj column, out_proj row).
