@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,7 +169,10 @@ def build_meta_model(raw: dict[str, Any], *, trust_remote_code: bool = False,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), warnings.catch_warnings():
+            # A zero-width layer (e.g. Qwen2-MoE's shared expert at intermediate size 0) is no GEMM
+            # and is planned as none; torch's init warning about it would only be noise here.
+            warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
             model = getattr(transformers, auto_class).from_config(build_cfg, trust_remote_code=trust_remote_code)
     except UsageError:
         raise
