@@ -99,7 +99,7 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
     sorted_ids = torch.empty(sorted_len, **i32)
     expert_ids = torch.empty(num_blocks, **i32)
     ntpp = torch.empty(1, **i32)
-    cursor = torch.empty(_align_plan(numel)[2] * e_pad, **i32)
+    cursor = torch.empty(e_pad, **i32)  # every align path keeps one row of per-expert cursors
     counts = torch.zeros(e_pad, **i32)
     cache1 = torch.empty(numel, N1, dtype=torch.bfloat16, device=dev)
     cache2 = torch.empty(numel, I, dtype=_fp8() if fp8 else torch.bfloat16, device=dev)
