@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,19 @@ def shared_config_dir(name: str) -> str:
     if not os.path.isfile(os.path.join(path, "config.json")):
         pytest.skip(f"../shared/configs/{name} not present")
     return path
+
+
+#: A tiny Llama config.json for plumbing tests: every GEMM kind, planned in milliseconds.
+TINY_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 100}
+
+
+def write_tiny_llama(folder: Path, **overrides: object) -> Path:
+    """`folder`/config.json holding TINY_LLAMA with `overrides`; returns `folder` (a MODEL path)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({**TINY_LLAMA, **overrides}))
+    return folder
 
 
 def has_cuda() -> bool:

@@ -19,11 +19,9 @@ from benchmark_model_kernels.plan import planner
 from benchmark_model_kernels.plan.schema import ModelInfo, Plan, Unsupported
 from benchmark_model_kernels.report import report
 from benchmark_model_kernels.run import flags, runner
-from support import ROOT, shared_config_dir
+from support import ROOT, TINY_LLAMA, shared_config_dir
 
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-        "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 100}
+TINY = TINY_LLAMA
 
 
 def run(argv, capsys):

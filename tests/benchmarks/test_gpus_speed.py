@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from support import ROOT
+from support import ROOT, write_tiny_llama
 
 FAKE_REPO = os.path.join(ROOT, "tests", "fixtures", "fake_flashinfer")
 STAND_IN_GPU = os.path.join(ROOT, "tests", "fixtures", "stand_in_gpu")
@@ -29,12 +29,7 @@ def test_ok_rows_agree_within_5_percent_or_inside_the_others_p10_p90():
 
 
 def test_the_script_compares_a_two_gpu_run_with_a_one_gpu_run(tmp_path):
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 100}))
+    model = write_tiny_llama(tmp_path / "tiny", num_hidden_layers=1)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([STAND_IN_GPU, os.path.join(ROOT, "scripts")])}
     proc = subprocess.run([sys.executable, SCRIPT, "--flashinfer_repo", FAKE_REPO, "--models", str(model),

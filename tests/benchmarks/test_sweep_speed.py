@@ -9,19 +9,13 @@ import os
 import subprocess
 import sys
 
-from support import ROOT
+from support import ROOT, write_tiny_llama
 
 FAKE_REPO = os.path.join(ROOT, "tests", "fixtures", "fake_flashinfer")
 STAND_IN_GPU = os.path.join(ROOT, "tests", "fixtures", "stand_in_gpu")
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 100}
-
 
 def test_warm_then_cached_records_the_runs_and_checks_the_copies(tmp_path):
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(TINY))
+    model = write_tiny_llama(tmp_path / "tiny", num_hidden_layers=1)
     out = tmp_path / "out"
     (out / "cold").mkdir(parents=True)
     (out / "cold" / "autotune_cache.json").write_text("")  # as an earlier --runs cold leaves it

@@ -18,6 +18,7 @@ from benchmark_model_kernels.errors import UsageError
 from benchmark_model_kernels.run import devices, runner
 from benchmark_model_kernels.run.results import load_results
 from helpers_runner import FAKE_REPO, GPU, HANG, NO_CONFIG, VALUE_ERROR, gemm_case, moe_case, settings
+from support import write_tiny_llama
 
 TIMING_FREE = ("median_us", "std_us", "tflops", "tb_per_sec", "pct_peak_tflops", "pct_peak_bandwidth")
 
@@ -126,17 +127,11 @@ def test_check_gpus_without_nvml_or_a_device_is_one_usage_error():
 
 
 def test_the_cli_spreads_a_run_over_gpus_and_writes_the_one_gpu_rows(tmp_path, monkeypatch, capsys):
-    import json
 
     from benchmark_model_kernels import cli_model
     from benchmark_model_kernels.run import flags
 
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-        "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 100}))
+    model = write_tiny_llama(tmp_path / "tiny", num_hidden_layers=1)
     monkeypatch.setattr(flags, "detect_gpu", lambda: GPU)
     monkeypatch.setattr(flags.devices, "nvml_names", lambda numbers: ["NVIDIA H200"] * len(numbers))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -12,13 +12,9 @@ import pytest
 from benchmark_model_kernels import cli_model
 from benchmark_model_kernels.run import launcher
 from helpers_runner import FAKE_REPO, run_job_on_a_stand_in_gpu
-from support import ROOT
+from support import ROOT, write_tiny_llama
 
 pytest.importorskip("submitit")
-
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-        "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": 100}
 
 
 @pytest.fixture
@@ -31,9 +27,7 @@ def local_cluster(monkeypatch):
 
 
 def test_a_sweep_runs_one_job_per_run_and_writes_the_comparison_report(tmp_path, capsys, local_cluster):
-    model = tmp_path / "tiny"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(TINY))
+    model = write_tiny_llama(tmp_path / "tiny")
     wd = tmp_path / "sweep"
     # TP=3 does not divide the 4 heads: that job fails on its node and is named with its log.
     rc = cli_model.main([str(model), "--tp", "1", "2", "3", "--ms", "8", "--dtypes", "bf16",
