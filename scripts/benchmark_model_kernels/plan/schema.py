@@ -26,6 +26,9 @@ PLAN_SCHEMA_VERSION = 1
 PARALLEL_KINDS = ("column", "row", "replicated", "vocab")
 #: Values of `Routing.scoring_func`.
 SCORING_FUNCS = ("softmax", "sigmoid")
+#: Values of `AttentionEntry.kind`: "mha" (multi-head, grouped-query and multi-query attention over a
+#: paged K/V cache) and "mla" (DeepSeek's multi-head latent attention, absorbed form).
+ATTENTION_KINDS = ("mha", "mla")
 #: Values of `CrossCheck.status`.
 CROSS_CHECK_STATUSES = ("match", "mismatch", "vllm refuses")
 
@@ -145,6 +148,64 @@ class MoeEntry:
 
 
 @dataclass(frozen=True)
+class AttentionEntry:
+    """One attention layer type as one rank runs it: every layer with the same per-rank heads, head
+    dims and window is one entry (e.g. Gemma-3's sliding and full layers are two entries)."""
+
+    name: str
+    """Short stable label: "attn", "attn.sliding", "mla"."""
+    modules: tuple[str, ...]
+    """Module paths it stands for, layer index written as `*`."""
+    kind: str
+    """"mha" (MHA/GQA/MQA over paged K and V) or "mla" (latent KV, absorbed form)."""
+    layers: int
+    """How many layers of this type run in ONE forward step on one rank."""
+    num_q_heads: int
+    """Query heads on this rank (all heads / TP)."""
+    num_kv_heads: int
+    """K/V heads on this rank: all KV heads / TP, or 1 when TP exceeds them (each KV head is then
+    replicated on TP / all-KV-heads ranks). MLA: 1 (the latent is shared by all heads)."""
+    head_dim_qk: int
+    """MHA: query/key head dim. MLA: the absorbed query/key dim, kv_lora_rank + qk_rope_head_dim."""
+    head_dim_vo: int
+    """MHA: value/output head dim. MLA: kv_lora_rank (the absorbed value is the latent)."""
+    total_q_heads: int
+    """Query heads of the whole model layer (before TP)."""
+    total_kv_heads: int
+    """K/V heads of the whole model layer (before TP); MLA: 1."""
+    kv_lora_rank: int = 0
+    """MLA: the latent (compressed KV) width; 0 for MHA."""
+    qk_rope_head_dim: int = 0
+    """MLA: the decoupled RoPE key width stored beside the latent; 0 for MHA."""
+    sliding_window: int = 0
+    """Tokens a query attends back over; 0 for full (global) attention."""
+
+    @property
+    def kv_elements_per_token(self) -> int:
+        """K/V cache elements one token of one layer takes on this rank: K and V of every local
+        KV head (MHA), or the latent plus the RoPE key (MLA)."""
+        if self.kind == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return self.num_kv_heads * (self.head_dim_qk + self.head_dim_vo)
+
+
+@dataclass(frozen=True)
+class MixerNotTimed:
+    """Layers whose token mixer is not softmax attention (Mamba2, GatedDeltaNet, linear attention):
+    their GEMMs are planned, the mixer kernel itself is not timed, and this says so."""
+
+    name: str
+    """e.g. "mamba", "linear_attn"."""
+    modules: tuple[str, ...]
+    """Module paths, layer index as `*`."""
+    layers: int
+    """Layers with this mixer per forward step."""
+    reason: str
+    """Why no row times it, e.g. "Mamba2 selective-state-space scan: FlashInfer's driver has no
+    routine for it at this version"."""
+
+
+@dataclass(frozen=True)
 class Unsupported:
     """A module the planner found but could not place; reported, never silently dropped."""
 
@@ -177,6 +238,10 @@ class Plan:
     ep: int
     gemms: tuple[GemmEntry, ...] = ()
     moe: tuple[MoeEntry, ...] = ()
+    attention: tuple[AttentionEntry, ...] = ()
+    """Attention layer types of one rank (timed as `attention` cases at each KV length)."""
+    mixers_not_timed: tuple[MixerNotTimed, ...] = ()
+    """Token mixers no row times, each with its reason (never silently left out)."""
     unsupported: tuple[Unsupported, ...] = ()
     schema_version: int = PLAN_SCHEMA_VERSION
     cross_check: CrossCheck | None = None
@@ -222,6 +287,8 @@ class Plan:
             unsupported=tuple(build(Unsupported, u) for u in d.get("unsupported", [])),
             schema_version=int(d.get("schema_version", PLAN_SCHEMA_VERSION)),
             cross_check=build(CrossCheck, d["cross_check"]) if d.get("cross_check") else None,
+            attention=tuple(build(AttentionEntry, a) for a in d.get("attention", [])),
+            mixers_not_timed=tuple(build(MixerNotTimed, x) for x in d.get("mixers_not_timed", [])),
         )
 
     @classmethod
@@ -260,21 +327,25 @@ CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
     (GemmEntry, "parallel"): PARALLEL_KINDS,
     (Routing, "scoring_func"): SCORING_FUNCS,
     (CrossCheck, "status"): CROSS_CHECK_STATUSES,
+    (AttentionEntry, "kind"): ATTENTION_KINDS,
 }
 #: (class, field) of strings that must not be empty.
 NON_EMPTY = {(GemmEntry, "name"), (MoeEntry, "name"), (MoeEntry, "activation"), (Routing, "method"),
-             (ModelInfo, "name"), (CrossCheck, "against")}
+             (ModelInfo, "name"), (CrossCheck, "against"), (AttentionEntry, "name"),
+             (MixerNotTimed, "name"), (MixerNotTimed, "reason")}
 #: Annotation of a nested field -> its class (a one-item tuple: a list of them).
 NESTED: dict[str, Any] = {
     "ModelInfo": ModelInfo, "Routing": Routing, "tuple[GemmEntry, ...]": (GemmEntry,),
     "tuple[MoeEntry, ...]": (MoeEntry,), "tuple[Unsupported, ...]": (Unsupported,),
-    "CrossCheck | None": CrossCheck,
+    "CrossCheck | None": CrossCheck, "tuple[AttentionEntry, ...]": (AttentionEntry,),
+    "tuple[MixerNotTimed, ...]": (MixerNotTimed,),
 }
 #: (class, field) with no default that `from_dict` fills when a plan predates it (routing: renormalize).
 FILLED_ON_READ = {(MoeEntry, "routing")}
 #: What a plan entry is called in a message.
 WHAT = {Plan: "a plan", ModelInfo: "the model info", GemmEntry: "a GEMM entry", MoeEntry: "an MoE entry",
-        Routing: "a routing", Unsupported: "an unsupported module", CrossCheck: "a cross-check"}
+        Routing: "a routing", Unsupported: "an unsupported module", CrossCheck: "a cross-check",
+        AttentionEntry: "an attention entry", MixerNotTimed: "a mixer not timed"}
 
 
 
@@ -429,5 +500,8 @@ __all__ = [
     "Unsupported",
     "CrossCheck",
     "CROSS_CHECK_STATUSES",
+    "AttentionEntry",
+    "ATTENTION_KINDS",
+    "MixerNotTimed",
     "Plan",
 ]
