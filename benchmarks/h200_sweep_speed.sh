@@ -18,7 +18,7 @@ W=workdirs/sweep_speed
 FI=${FLASHINFER_REPO:-.fi618/flashinfer}
 case $what in
   llama) runs="cold warm cached"; dirs="cold warm cached"
-         rm -rf "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/sweep_speed_cold_warm_cached.json ;;
+         rm -rf "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/user_cache "$W"/sweep_speed_cold_warm_cached.json ;;
   models) runs="models"; dirs="models" ;;
   *) echo "error: first argument: llama or models" >&2; exit 2 ;;
 esac

@@ -20,6 +20,7 @@ from .errors import OneLineArgumentParser, UsageError, cli_main
 from .files import path_arg, same_file
 from .plan.schema import MoeEntry, Plan, Routing, read_plan_file
 from .report import report
+from .run import phases
 from .run.flags import add_run_arguments
 from .run.roofline import NON_GATED_ACTIVATIONS
 from .run.runner import run_from_args
@@ -176,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         args = build_parser().parse_args(argv)
-        plan = plan_from_args(args)
+        with phases.next_clock().phase("plan"):
+            plan = plan_from_args(args)
         return run_from_args(args, plan, environment=environment.collect, report=report.write_report)
 
     return cli_main(run)

@@ -26,7 +26,7 @@ from .files import (
 )
 from .plan import config_source, planner, preview
 from .report import report
-from .run import flags, launcher, runner
+from .run import flags, launcher, phases, runner
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
@@ -315,10 +315,11 @@ def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities) -> str
 def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
+    clock = phases.next_clock()
     gc.disable()
     try:
         # Planning writes nothing: a stop signal ends it at once with one line (stop_signals_exit).
-        with stop_signals_exit(f"while planning {model}; nothing was written"):
+        with stop_signals_exit(f"while planning {model}; nothing was written"), clock.phase("plan"):
             plan = planner.plan_model(model, tp, ep, revision=args.revision,
                                       trust_remote_code=args.trust_remote_code,
                                       allow_defaults=args.allow_defaults)

@@ -135,3 +135,38 @@ def test_an_added_backend_another_routine_has_gets_the_routine_in_its_id():
     assert cases["gemm.qkv_proj.m8.fp8.cudnn.mm_fp8.q"].with_quant
     assert bk.activation_quant(added) == "fp8_per_tensor_static"
     assert cases["gemm.qkv_proj.m8.fp8.cudnn"].routine == "bmm_fp8"
+
+
+def _fake_flashinfer(root, version: str) -> str:
+    """A package named flashinfer that only counts its imports (one line per import in
+    imports.txt): what the probe child imports, standing in for the real library."""
+    pkg = root / "flashinfer"
+    pkg.mkdir(exist_ok=True)
+    counter = root / "imports.txt"
+    (pkg / "__init__.py").write_text(f"__version__ = {version!r}\n"
+                                     f"with open({str(counter)!r}, 'a') as _f:\n    _f.write('x\\n')\n")
+    return str(counter)
+
+
+def _imports(counter: str) -> int:
+    return len(open(counter).read().splitlines()) if os.path.exists(counter) else 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("flashinfer") is not None,
+                    reason="a real flashinfer is importable here; the stand-in package would be shadowed")
+def test_the_probe_answer_is_kept_per_flashinfer_build_and_read_back(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    counter = _fake_flashinfer(site, "9.9.9")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    importlib.invalidate_caches()
+    cache = str(tmp_path / "cache")
+    first = load_capabilities(None, cache_dir=cache)
+    assert first.flashinfer == "9.9.9" and _imports(counter) == 1
+    assert load_capabilities(None, cache_dir=cache) == first and _imports(counter) == 1  # read back
+    assert load_capabilities(None) == first and _imports(counter) == 2  # no cache folder: asked again
+    _fake_flashinfer(site, "9.9.10")  # another build of the library: its answer is not the old one
+    again = load_capabilities(None, cache_dir=cache)
+    assert again.flashinfer == "9.9.10" and _imports(counter) == 3
+    assert len(os.listdir(cache)) == 2

@@ -83,8 +83,8 @@ BAD_PLANS = [
     ("ep", "2", 'ep="2": must be a positive integer'),
     ("schema_version", 2, "schema_version=2: this tool reads plan schema version 1; the plan comes from a newer"),
     ("schema_version", 0, "schema_version=0: must be a plan schema version (this tool reads 1)"),
-    ("gemm", [], "gemm=[]: unknown field of a plan (it has model, tp, ep, gemms, moe, attention, mixers_not_timed, unsupported, "
-                 "schema_version, cross_check)"),
+    ("gemm", [], "gemm=[]: unknown field of a plan (it has model, tp, ep, gemms, moe, attention, "
+                 "mixers_not_timed, unsupported, schema_version, cross_check)"),
     ("unsupported.0", {"module": "m", "n": -1, "k": 2, "reason": "r"}, "unsupported[0].n=-1: must be an integer >= 0"),
 ]
 

@@ -17,6 +17,7 @@ asks these answers first; the hand table in `backends.py` answers only what Flas
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -112,15 +113,109 @@ class Capabilities:
 HAND = Capabilities()
 
 
+#: The folder of the probe and the tables it asks about: its code, with FlashInfer's build and the
+#: driver checkout's code, decides the probe's answer.
+_CASES_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _flashinfer_install() -> dict[str, Any] | None:
+    """Where the importable FlashInfer lives and which build it is, found without importing it
+    (importing is what the probe costs); None when it is not installed."""
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        spec = importlib.util.find_spec("flashinfer")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        st = os.stat(spec.origin)
+    except OSError:
+        return None
+    found: dict[str, Any] = {"origin": spec.origin, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    for dist in ("flashinfer-python", "flashinfer", "flashinfer-cubin", "flashinfer-jit-cache"):
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            found[dist] = None
+    return found
+
+
+def _digest_files(paths: list[str], root: str) -> str:
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(os.path.relpath(path, root).encode())
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(b"(unreadable)")
+    return h.hexdigest()
+
+
+def probe_key(bench: str, python: str) -> str | None:
+    """The key of the probe's answer: the FlashInfer build the child would import, the driver
+    checkout's code (its routine tables and `--backends` choices), the probe's own code and the
+    interpreter. None when the answer cannot be keyed (another interpreter, FlashInfer not found)."""
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        return None  # find_spec here says nothing about what another interpreter imports
+    install = _flashinfer_install()
+    if install is None:
+        return None
+    driver = ""
+    if bench:
+        files = [os.path.join(bench, "flashinfer_benchmark.py"), os.path.join(os.path.dirname(bench), "version.txt")]
+        routines = os.path.join(bench, "routines")
+        if os.path.isdir(routines):
+            files += [os.path.join(routines, f) for f in os.listdir(routines) if f.endswith(".py")]
+        driver = _digest_files(files, os.path.dirname(bench))
+    record = {"format": 1, "python": os.path.realpath(python), "flashinfer": install,
+              "driver": driver, "bench": os.path.abspath(bench) if bench else "",
+              "probe": _digest_files([os.path.join(_CASES_DIR, f) for f in os.listdir(_CASES_DIR)
+                                           if f.endswith(".py")], _CASES_DIR)}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def _read_answer(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            answer = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return answer if isinstance(answer, dict) and answer.get("origin") and not answer.get("error") else None
+
+
+def default_answer_dir() -> str:
+    """$XDG_CACHE_HOME/benchmark-model-kernels/capabilities, or under ~/.cache: beside the result
+    cache, and like it one folder per user shared by every workdir."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "benchmark-model-kernels", "capabilities")
+
+
 def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,
-                      timeout_s: float = PROBE_TIMEOUT_S) -> Capabilities:
+                      timeout_s: float = PROBE_TIMEOUT_S, cache_dir: str | None = None) -> Capabilities:
     """FlashInfer's answers from a child process (`capability_probe.py`), with the checkout's
     driver table when `flashinfer_repo` has benchmarks/; the hand table, with the reason in
-    `origin`, when FlashInfer cannot be imported here. Never raises."""
-    cmd = [python, "-m", "benchmark_model_kernels.cases.capability_probe"]
+    `origin`, when FlashInfer cannot be imported here. Never raises.
+
+    `cache_dir` (a run passes `default_answer_dir()`): an answer is kept there under `probe_key`,
+    so a later run with the same FlashInfer build, driver checkout and probe code reads it instead
+    of importing FlashInfer again in a child (seconds a run). The key holds everything the answer
+    depends on, so a kept answer is never stale; it is not a measurement, and --no_cache (which
+    re-times rows) leaves it in use."""
     bench = os.path.join(os.path.abspath(os.path.expanduser(flashinfer_repo)), "benchmarks") \
         if flashinfer_repo else ""
-    if bench and os.path.isfile(os.path.join(bench, "flashinfer_benchmark.py")):
+    if bench and not os.path.isfile(os.path.join(bench, "flashinfer_benchmark.py")):
+        bench = ""
+    key = probe_key(bench, python) if cache_dir else None
+    kept = os.path.join(cache_dir, key + ".json") if cache_dir and key else ""
+    answer = _read_answer(kept) if kept else None
+    if answer is not None:
+        return Capabilities.from_dict(answer)
+    cmd = [python, "-m", "benchmark_model_kernels.cases.capability_probe"]
+    if bench:
         cmd += ["--benchmarks_dir", bench]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
@@ -139,7 +234,16 @@ def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,
     if answer.get("error") or not answer.get("origin"):
         why = answer.get("error") or (out.stderr.strip().splitlines() or ["no answer"])[-1]
         return Capabilities(origin=f"{HAND_ORIGIN}; FlashInfer not importable here ({why})")
+    if kept:
+        from ..files import write_text_atomic
+
+        try:
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            write_text_atomic(kept, json.dumps(answer) + "\n")
+        except OSError:
+            pass  # the answer is kept for speed only; this run has it either way
     return Capabilities.from_dict(answer)
 
 
-__all__ = ["Capabilities", "HAND", "HAND_ORIGIN", "PROBED_CCS", "Support", "load_capabilities"]
+__all__ = ["Capabilities", "HAND", "HAND_ORIGIN", "PROBED_CCS", "Support", "default_answer_dir", "load_capabilities",
+           "probe_key"]

@@ -29,12 +29,12 @@ from typing import Any, Callable, Iterable, TextIO
 
 from .. import __version__
 from ..cases import build as case_building
-from ..cases.capabilities import HAND, Capabilities, load_capabilities
+from ..cases.capabilities import HAND, Capabilities, default_answer_dir, load_capabilities
 from ..cases.schema import Case
 from ..errors import UsageError, cli_main
 from ..files import disk_full_as_usage_error, write_text_atomic
 from ..plan.schema import Plan
-from . import roofline
+from . import phases, roofline
 from .argv import case_settings, driver_argv
 from .cache import ResultCache, machine_fingerprint, missing_machine_fields
 from .flags import Gpu, RunRequest, validate_args
@@ -373,6 +373,7 @@ class Runner:
             self.save()
             self._done += 1
             self._estimator.record(case, time.monotonic() - started)
+            phases.clock().add_job(_how_obtained(case, row), time.monotonic() - started)
             left = [c for c in self._todo if c.case_id not in self.rows]
             print(progress_line(self._done, len(self._todo), case, row, time.monotonic() - self._t0,
                                 self._estimator.eta(left)), file=self.progress, flush=True)
@@ -446,6 +447,16 @@ class Runner:
 
 #: Seconds a stopped multi-GPU run waits for each worker thread to reap its killed worker.
 STOP_WAIT_S = 10.0
+
+
+def _how_obtained(case: Case, row: Row) -> str:
+    """The `cases_by_job` bucket of a row: copied from the cache, decided before launch, or the
+    worker job that timed it."""
+    if row.origin:
+        return "cache"
+    if case.skip_reason:
+        return "decided"
+    return case.job
 
 
 def _indent(text: str, by: str) -> str:
@@ -524,7 +535,9 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
     write_text_atomic(os.path.join(workdir, TESTLIST), testlist_text(cases, settings))
     timestamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    machine = _environment(environment, flashinfer_repo)
+    clock = phases.clock()
+    with clock.phase("environment"):
+        machine = _environment(environment, flashinfer_repo)
     header = {
         "schema_version": RESULTS_SCHEMA_VERSION,
         "run_id": new_run_id(timestamp),
@@ -557,13 +570,18 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
         print(header["notes"]["capabilities"], file=progress)
     with stop_signals_raise():  # SIGTERM and SIGHUP end the run as Ctrl-C does
         try:
-            rows = runner.run()
+            with clock.phase("cases"):
+                rows = runner.run()
         except KeyboardInterrupt as interrupt:
             return _save_interrupted(runner, interrupt, progress)
-    runner.save()
-    write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows, run_facts(runner.payload())))
+    with clock.phase("write"):
+        # The timings so far ride in results.json; the report's own seconds come after it is read.
+        header["timings"] = clock.as_dict()
+        runner.save()
+        write_text_atomic(os.path.join(workdir, RESULTS_CSV), csv_text(rows, run_facts(runner.payload())))
     if report is not None:
-        _write_report(report, workdir, progress)
+        with clock.phase("report"):
+            _write_report(report, workdir, progress)
     failed = [r for r in rows if r.status == "failed"]
     incorrect = [r for r in rows if r.status == "incorrect"]
     n_ok = sum(r.status == "ok" for r in rows)
@@ -575,6 +593,7 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
     if plan is not None and plan.unsupported:
         print(f"note: the plan has {len(plan.unsupported)} module(s) it could not place; they have "
               "no rows (see the plan in results.json)", file=progress)
+    print(clock.line(), file=progress)
     return exit_code(rows)
 
 
@@ -619,7 +638,9 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
     dry-run or run them; returns the exit code. Backend support per GPU comes from the installed
     FlashInfer where it answers (`capabilities`), else from the hand table; the output says which."""
     gpu = request.gpu
-    caps = capabilities(request.flashinfer_repo)
+    with phases.clock().phase("capabilities"):
+        caps = (load_capabilities(request.flashinfer_repo, cache_dir=default_answer_dir())
+                if capabilities is load_capabilities else capabilities(request.flashinfer_repo))
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
                        request.settings.modes, caps)
     if not cases:

@@ -1,0 +1,76 @@
+"""Where a run's wall time goes: the phase clock's arithmetic, and the timings a run records.
+
+Runs use the stand-in driver (synthetic numbers, plumbing only)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from dataclasses import replace
+
+import pytest
+from test_cache import MACHINE
+
+from benchmark_model_kernels.run import phases, runner
+from benchmark_model_kernels.run.results import load_results
+from helpers_runner import FAKE_REPO, GPU, gemm_case, settings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_phases_add_up_and_the_rest_is_other():
+    clock = phases.PhaseClock(startup_s=1.5)
+    with clock.phase("plan"):
+        time.sleep(0.02)
+    clock.add("cases", 2.0)
+    clock.add("cases", 1.0)
+    clock.add_job("driver", 0.75)
+    clock.add_job("driver", 0.25)
+    clock.add_job("cache", 0.01)
+    d = clock.as_dict()
+    assert list(d["phases_s"]) == ["start-up", "plan", "cases"]  # the order a run passes them
+    assert d["phases_s"]["cases"] == 3.0 and d["phases_s"]["start-up"] == 1.5
+    assert 0.02 <= d["phases_s"]["plan"] < 1.0
+    assert d["cases_by_job"] == {"cache": {"rows": 1, "s": 0.01}, "driver": {"rows": 2, "s": 1.0}}
+    # The phases here claim more than the clock has run: nothing is left for "other".
+    assert d["other_s"] == 0.0 and d["wall_s"] >= 1.5
+    line = clock.line()
+    assert line.startswith("wall ") and "plan 0.0" in line and "cases 3.0" in line
+    assert "(cases: cache 1 rows 0.0 s, driver 2 rows 1.0 s)" in line
+
+
+def test_only_the_first_run_of_a_process_counts_its_start_up():
+    first = phases.next_clock()
+    second = phases.next_clock()
+    assert phases.clock() is second
+    if phases.process_age_s() is not None:  # Linux
+        assert first.seconds["start-up"] > 0
+    assert "start-up" not in second.seconds
+
+
+def test_process_age_is_seconds_since_start():
+    age = phases.process_age_s()
+    assert age is None or 0 < age < 24 * 3600
+
+
+def test_a_run_records_its_timings_and_prints_them(tmp_path):
+    workdir = str(tmp_path / "w")
+    progress = io.StringIO()
+    cases = [gemm_case(512), gemm_case(1024), replace(gemm_case(2048), skip_reason="not on this GPU")]
+    phases.next_clock()
+    rc = runner.run_plan(None, cases, replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "a.json")),
+                         workdir, FAKE_REPO, GPU, command=["test"], progress=progress,
+                         environment=lambda repo: MACHINE)
+    assert rc == 0
+    timings = load_results(workdir)["timings"]
+    assert set(timings["phases_s"]) == {"environment", "cases"}
+    assert timings["cases_by_job"]["driver"]["rows"] == 2
+    assert timings["cases_by_job"]["decided"]["rows"] == 1
+    assert sum(v["s"] for v in timings["cases_by_job"].values()) <= timings["phases_s"]["cases"] + 1e-3
+    assert progress.getvalue().splitlines()[-1].startswith("wall ")
+    jsonschema = pytest.importorskip("jsonschema")
+    with open(os.path.join(ROOT, "references", "results.schema.json")) as f:
+        published = json.load(f)["properties"]["timings"]
+    jsonschema.validate(timings, published)
