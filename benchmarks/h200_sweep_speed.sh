@@ -7,6 +7,8 @@
 # planner skips the cutile rows, tileiras having no sm_90 target.
 #   bash benchmarks/h200_sweep_speed.sh llama OUTDIR    # Llama-3.1-8B TP=1 cold, warm, cached
 #   bash benchmarks/h200_sweep_speed.sh models OUTDIR   # the 8 bundled models at TP=1 (optional)
+# SWEEP_SPEED_ARGS adds flags of sweep_speed.py, e.g. SWEEP_SPEED_ARGS="--profile warm cached
+# --py_spy /tmp/pyspy/bin/py-spy" (py-spy from a carried wheel: pip install --no-deps --target).
 # Each fits one 10-minute device call. The models sweep needs more than one: call it again on
 # the same (still warm) machine and it continues with --resume, adding up the wall times.
 # The workdirs stay in workdirs/sweep_speed/ (git-ignored, kept between calls); OUTDIR gets the
@@ -18,15 +20,16 @@ W=workdirs/sweep_speed
 FI=${FLASHINFER_REPO:-.fi618/flashinfer}
 case $what in
   llama) runs="cold warm cached"; dirs="cold warm cached"
-         rm -rf "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/user_cache "$W"/sweep_speed_cold_warm_cached.json ;;
+         rm -rf "$W"/profile_*.txt "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/user_cache "$W"/sweep_speed_cold_warm_cached.json ;;
   models) runs="models"; dirs="models" ;;
   *) echo "error: first argument: llama or models" >&2; exit 2 ;;
 esac
 python3 benchmarks/sweep_speed.py --flashinfer_repo "$FI" --out "$W" --runs $runs \
-  --budget_s "${BUDGET_S:-560}" >>"$E/sweep_speed_$what.txt" 2>&1
+  --budget_s "${BUDGET_S:-560}" ${SWEEP_SPEED_ARGS:-} >>"$E/sweep_speed_$what.txt" 2>&1
 rc=$?
 echo "sweep_speed rc=$rc" | tee -a "$E/sweep_speed_$what.txt"
 cp "$W"/sweep_speed_*.json "$E/" 2>/dev/null
+ls "$W"/profile_*.txt >/dev/null 2>&1 && (cd "$W" && tar -cJf - profile_*.txt) >"$E/sweep_speed_profiles.tar.xz"
 # shellcheck disable=SC2086  # $dirs is a word list
 (cd "$W" && find $dirs -name results.json -o -name combined_results.csv -o -name report.md \
   | tar -cJf - -T -) >"$E/sweep_speed_${what}_results.tar.xz"

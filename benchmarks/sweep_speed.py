@@ -142,6 +142,11 @@ def run_once(label: str, args: argparse.Namespace, limit: float, earlier: dict[s
     # The tool's own per-user cache (FlashInfer's kept capability answers) lives under --out, so
     # cold starts without one and warm and cached reuse the one cold kept.
     env = {**os.environ, "XDG_CACHE_HOME": os.path.join(os.path.abspath(args.out), "user_cache")}
+    if label in args.profile:
+        # Sampled stacks of the run and its workers (py-spy, non-blocking: the run is not paused
+        # to be sampled), as collapsed stacks a flame-graph tool or `sort | uniq` reads.
+        cmd = [args.py_spy, "record", "--subprocesses", "--nonblocking", "--rate", "50", "--format", "raw",
+               "-o", os.path.join(os.path.abspath(args.out), f"profile_{label}.txt"), "--", *cmd]
     proc = subprocess.Popen(cmd, env=env)
     rc, stopped = _wait(proc, limit)
     wall = time.monotonic() - t0
@@ -156,7 +161,7 @@ def run_once(label: str, args: argparse.Namespace, limit: float, earlier: dict[s
               "parts": parts, "limit_s": round(limit), "target_s": TARGET_S[label],
               "rows": dict(counts), "rows_copied_from_cache": sum(bool(r.get("origin")) for r in rows),
               "complete": complete, "jit_caches_before": jit_before,
-              "timings": _timings(workdirs)}
+              "timings": _timings(workdirs), "profiled": label in args.profile}
     record["met"] = complete and rc in (0, 1) and total <= TARGET_S[label]
     return record
 
@@ -192,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget_s", type=float, default=570.0,
                    help="Seconds all runs together may take, e.g. --budget_s 570 (a 10-minute device "
                    "call less start-up margin); a run past what is left is stopped and missed")
+    p.add_argument("--profile", nargs="+", choices=tuple(TARGET_S), default=[],
+                   help="Runs to sample with py-spy into <out>/profile_<run>.txt, e.g. --profile warm "
+                   "(the record marks them: a sampled run's wall time is not a clean measurement)")
+    p.add_argument("--py_spy", default="py-spy", help="The py-spy executable, e.g. --py_spy ~/.local/bin/py-spy")
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)
     if "cold" in args.runs and os.path.exists(os.path.join(out, "user_cache")):
