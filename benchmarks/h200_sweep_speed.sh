@@ -20,10 +20,22 @@ W=workdirs/sweep_speed
 FI=${FLASHINFER_REPO:-.fi618/flashinfer}
 case $what in
   llama) runs="cold warm cached"; dirs="cold warm cached"
-         rm -rf "$W"/profile_*.txt "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/user_cache "$W"/sweep_speed_cold_warm_cached.json ;;
+         rm -rf "$W"/pycache "$W"/profile_*.txt "$W"/cold "$W"/warm "$W"/cached "$W"/result_cache "$W"/user_cache "$W"/sweep_speed_cold_warm_cached.json ;;
   models) runs="models"; dirs="models" ;;
   *) echo "error: first argument: llama or models" >&2; exit 2 ;;
 esac
+# Bytecode: where the machine's Python packages hold none and cannot be written, every process
+# compiles torch's, transformers' and FlashInfer's sources again (seconds a run: a py-spy sample of
+# a cached run on the H200 spent a third of its time in source_to_code). A pip install writes
+# bytecode at install time; keeping it under the workdir gives the runs after the first the same.
+if [ -z "${PYTHONPYCACHEPREFIX:-}" ]; then
+  torch_dir=$(python3 -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('torch').origin))")
+  if ! ls "$torch_dir"/__pycache__/*.pyc >/dev/null 2>&1 && [ ! -w "$torch_dir" ]; then
+    export PYTHONPYCACHEPREFIX="$PWD/$W/pycache"
+  fi
+fi
+echo "bytecode: torch at ${torch_dir:-?}; PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-unset, the packages keep their own}" \
+  | tee -a "$E/sweep_speed_$what.txt"
 python3 benchmarks/sweep_speed.py --flashinfer_repo "$FI" --out "$W" --runs $runs \
   --budget_s "${BUDGET_S:-560}" ${SWEEP_SPEED_ARGS:-} >>"$E/sweep_speed_$what.txt" 2>&1
 rc=$?

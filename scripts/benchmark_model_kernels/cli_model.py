@@ -24,7 +24,7 @@ from .files import (
     same_file,
     write_text_atomic,
 )
-from .plan import config_source, planner, preview
+from .plan import config_source, plan_cache, planner, preview
 from .report import report
 from .run import flags, launcher, phases, runner
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
@@ -322,7 +322,8 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
         with stop_signals_exit(f"while planning {model}; nothing was written"), clock.phase("plan"):
             plan = planner.plan_model(model, tp, ep, revision=args.revision,
                                       trust_remote_code=args.trust_remote_code,
-                                      allow_defaults=args.allow_defaults)
+                                      allow_defaults=args.allow_defaults,
+                                      plan_dir=plan_cache.default_plan_dir())
     finally:
         gc.enable()
     if args.cross_check:

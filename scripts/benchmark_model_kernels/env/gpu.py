@@ -135,6 +135,32 @@ def _nvml_index(cuda_index: int) -> int | str:
     return int(e) if e.isdigit() else e
 
 
+def nvml_gpu(index: int = 0) -> tuple[str, tuple[int, int]] | None:
+    """(name, compute capability) of CUDA device `index` through NVML, or None where NVML cannot
+    say (no pynvml, no driver, CUDA_VISIBLE_DEVICES hiding it). No torch import and no CUDA
+    context: a tenth of a second where torch.cuda takes seconds."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None and not os.environ["CUDA_VISIBLE_DEVICES"].strip():
+        return None  # an empty CUDA_VISIBLE_DEVICES hides every GPU from CUDA
+    try:
+        import pynvml
+    except Exception:  # noqa: BLE001  (not installed, or a broken install: torch answers instead)
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001
+        return None
+    try:
+        which = _nvml_index(index)
+        handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
+                  else pynvml.nvmlDeviceGetHandleByUUID(which))
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return _s(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor))
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        _guard(pynvml.nvmlShutdown)
+
+
 def driver_present() -> bool:
     """Whether an NVIDIA driver is visible without NVML (device node or nvidia-smi)."""
     return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None

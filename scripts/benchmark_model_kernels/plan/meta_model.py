@@ -114,7 +114,7 @@ def make_config(raw: dict[str, Any], *, trust_remote_code: bool = False, locatio
         native, why = MODEL_TYPE_ALIASES[model_type]
         notes.append(f"model_type {model_type} built as native {native}: {why} (alias table)")
         raw = {k: v for k, v in raw.items() if k not in ("auto_map", "model_type")}
-        return CONFIG_MAPPING[native].from_dict(raw), notes
+        return _native_config(CONFIG_MAPPING[native], raw, native), notes
     if model_type not in CONFIG_MAPPING:
         if trust_remote_code and location:
             check_remote_code_present(raw, location)
@@ -126,7 +126,20 @@ def make_config(raw: dict[str, Any], *, trust_remote_code: bool = False, locatio
     raw = {k: v for k, v in raw.items() if k != "model_type"}
     if raw.get("auto_map") and not trust_remote_code:
         notes.append("config has auto_map; native transformers class used (no remote code)")
-    return CONFIG_MAPPING[model_type].from_dict(raw), notes
+    return _native_config(CONFIG_MAPPING[model_type], raw, model_type), notes
+
+
+def _native_config(config_class: Any, raw: dict[str, Any], model_type: str):
+    """`config_class.from_dict(raw)`; the class's own validation refusing the values (e.g. a hidden
+    size that is not a multiple of the heads) is one line naming what it says, not a traceback."""
+    try:
+        return config_class.from_dict(raw)
+    except Exception as e:  # noqa: BLE001  (transformers' validators raise their own classes)
+        cause = e.__cause__ if e.__cause__ is not None else e
+        why = " ".join(str(cause).split())
+        raise UsageError("config.json", f"model_type {model_type}",
+                         f"transformers' {config_class.__name__} refuses these values ({why[:240]}); "
+                         "fix the config") from None
 
 
 def _text_config(cfg):

@@ -287,15 +287,36 @@ def plan_checked(build: Any, info: ModelInfo, tp: int, ep: int, raw: dict[str, A
 
 
 def plan_model(model: str, tp: int = 1, ep: int = 1, revision: str | None = None,
-               trust_remote_code: bool = False, allow_defaults: bool = False) -> Plan:
+               trust_remote_code: bool = False, allow_defaults: bool = False,
+               plan_dir: str | None = None) -> Plan:
     """Resolve MODEL, check its config, build it on meta, and plan it: the one call other modules need.
     `allow_defaults`: plan even where config.json leaves a key the plan depends on to transformers'
-    class default (noted in the plan)."""
-    from . import config_source, meta_model
+    class default (noted in the plan). `plan_dir`: where plans are kept between runs
+    (`plan_cache`); a plan kept there for this config, layout and code is returned without building
+    the model (never with remote code)."""
+    from . import config_source, plan_cache
 
     check_parallel(tp, ep)
     src = config_source.resolve(model, revision)
     config_checks.check_values(src.raw)
+    key = ""
+    if plan_dir and not trust_remote_code:
+        key = plan_cache.plan_key(src.raw, model=model, source=src.source, revision=revision, tp=tp, ep=ep,
+                                  allow_defaults=allow_defaults)
+        kept = plan_cache.read_kept(plan_dir, key)
+        if kept is not None:
+            return kept
+    plan = _plan_source(src, model, tp, ep, revision, trust_remote_code, allow_defaults)
+    if key and plan_dir:
+        plan_cache.keep(plan_dir, key, plan)
+    return plan
+
+
+def _plan_source(src: Any, model: str, tp: int, ep: int, revision: str | None, trust_remote_code: bool,
+                 allow_defaults: bool) -> Plan:
+    """The plan of a resolved config, built on meta tensors."""
+    from . import meta_model
+
     location = src.name if src.source == "hub" else src.directory
     build = meta_model.build_meta_model(src.raw, trust_remote_code=trust_remote_code, location=location,
                                         revision=revision)

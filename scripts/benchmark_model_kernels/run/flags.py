@@ -277,7 +277,14 @@ def _target_gpu(args: argparse.Namespace) -> Gpu | None:
 
 
 def detect_gpu() -> Gpu | None:
-    """(name, compute capability) of CUDA device 0, or None without a usable GPU."""
+    """(name, compute capability) of CUDA device 0, or None without a usable GPU: NVML's answer
+    where it has one (no torch import in the run's process, which otherwise needs none when its
+    plan is kept), else torch's."""
+    from ..env.gpu import nvml_gpu
+
+    found = nvml_gpu(0)
+    if found is not None:
+        return found
     try:
         # Lazy: both CLIs import this module for their flags; --help, a bad flag or a dry run
         # with --assume_cc must not wait seconds for torch to load.

@@ -163,6 +163,7 @@ class Runner:
         # Worker threads (one per GPU) share the rows, results.json, driver.log and the progress.
         self._lock = threading.RLock()
         self._row_texts: dict[str, tuple[Row, str]] = {}
+        self._saved_at = 0.0
         self._header_texts: dict[str, str] = {}
 
     # -- files
@@ -370,7 +371,14 @@ class Runner:
     def _record(self, case: Case, row: Row, started: float) -> None:
         with self._lock:
             self.rows[case.case_id] = row
-            self.save()
+            # A timed row is on disk before the next case starts. Rows that cost nothing to make
+            # again (decided before launch, copied from the cache) are written at most every
+            # SAVE_EVERY_S: a sweep has hundreds of them, and a --resume after a kill re-makes the
+            # few not yet written at once.
+            now = time.monotonic()
+            if _how_obtained(case, row) not in ("cache", "decided") or now - self._saved_at >= SAVE_EVERY_S:
+                self.save()
+                self._saved_at = now
             self._done += 1
             self._estimator.record(case, time.monotonic() - started)
             phases.clock().add_job(_how_obtained(case, row), time.monotonic() - started)
@@ -447,6 +455,10 @@ class Runner:
 
 #: Seconds a stopped multi-GPU run waits for each worker thread to reap its killed worker.
 STOP_WAIT_S = 10.0
+
+
+#: Seconds between results.json writes while only rows that cost nothing to re-make come in.
+SAVE_EVERY_S = 1.0
 
 
 def _how_obtained(case: Case, row: Row) -> str:
