@@ -58,3 +58,18 @@ def test_nvml_answers_before_torch_is_imported(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setitem(sys.modules, "torch", None)  # importing torch would raise
     assert flags.detect_gpu() == ("NVIDIA H200", (9, 0))
+
+
+def test_torch_cuda_release_is_read_without_importing_torch(tmp_path, monkeypatch):
+    from benchmark_model_kernels.env.gpu import torch_cuda_version
+
+    pkg = tmp_path / "torch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('importing this torch is what the reader avoids')\n")
+    (pkg / "version.py").write_text("from typing import Optional\n__version__ = '2.11.0+cu130'\n"
+                                    "cuda: Optional[str] = '13.0'\nhip: Optional[str] = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert torch_cuda_version() == "13.0"
+    (pkg / "version.py").write_text("cuda: Optional[str] = None\n")  # a CPU build
+    assert torch_cuda_version() is None

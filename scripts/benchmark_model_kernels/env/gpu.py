@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -36,13 +37,38 @@ def cuda_stack() -> dict[str, str | None]:
                                            "nvidia-cuda-cupti-cu12"),
         "cupti_python": dist_version("cupti-python"),
     }
+    out["cuda_runtime"] = torch_cuda_version()
+    return out
+
+
+def torch_cuda_version() -> str | None:
+    """The CUDA release torch was built with (`torch.version.cuda`), read from torch/version.py
+    without importing torch (seconds, in a run whose process otherwise needs no torch); torch's
+    own answer where that file cannot be read."""
+    import importlib.util
+    import re
+
+    if "torch" not in sys.modules:
+        try:
+            spec = importlib.util.find_spec("torch")
+            origin = spec.origin if spec is not None else None
+        except (ImportError, ValueError):
+            origin = None
+        if origin:
+            try:
+                with open(os.path.join(os.path.dirname(origin), "version.py")) as f:
+                    text = f.read()
+                m = re.search(r"^cuda(?::\s*[^=]+)?\s*=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", text, re.M)
+                if m:
+                    return m.group(1) or m.group(2) or None
+            except OSError:
+                pass
     try:
         import torch
 
-        out["cuda_runtime"] = torch.version.cuda
-    except Exception:
-        pass
-    return out
+        return torch.version.cuda
+    except Exception:  # noqa: BLE001  (no torch: no CUDA runtime to name)
+        return None
 
 
 def nvcc_info() -> dict[str, str | None]:
