@@ -235,7 +235,8 @@ class Planner:
         info = ModelInfo(**{**info.__dict__, "notes": tuple(info.notes) + tuple(self.notes),
                             "num_hidden_layers": len(layers), "hidden_size": self.hidden,
                             "vocab_size": int(config_value(self.cfg, "vocab_size", default=0)),
-                            "fp8_scheme": scheme, "fp8_scheme_source": why})
+                            "fp8_scheme": scheme, "fp8_scheme_source": why,
+                            "tie_word_embeddings": bool(getattr(self.cfg, "tie_word_embeddings", False))})
         return Plan(model=info, tp=self.tp, ep=self.ep, gemms=gemms, moe=moes, attention=attention,
                     mixers_not_timed=mixers, unsupported=unsup)
 

@@ -60,6 +60,9 @@ class ModelInfo:
     from its `quantization_config` (vllm_rules.quant_config.checkpoint_fp8_scheme)."""
     fp8_scheme_source: str = ""
     """Why `fp8_scheme` is what it is (the config keys read, or vLLM's online FP8)."""
+    tie_word_embeddings: bool | None = None
+    """The lm_head shares the input embedding's tensor (config `tie_word_embeddings`, as vLLM's
+    model classes read it); None in plans written before the field (memory then counts both)."""
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ DRIVER = "FlashInfer's benchmark driver (release-v0.6.18)"
 
 def gdn_reason(k_heads_r: int, v_heads_r: int, head_k_dim: int, head_v_dim: int) -> str:
     """Why a GatedDeltaNet layer's recurrence has no row."""
-    return (f"GatedDeltaNet recurrence (vLLM: fused_recurrent_gated_delta_rule in decode, "
+    return (f"GatedDeltaNet recurrence (vLLM: fused_sigmoid_gating_delta_rule_update in decode, "
             f"chunk_gated_delta_rule in prefill; vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: "
             f"QwenGatedDeltaNetAttention), per rank {k_heads_r} key heads x {head_k_dim}, {v_heads_r} value "
             f"heads x {head_v_dim}: {DRIVER} has gated_delta_rule_decode, gated_delta_rule_mtp and "
@@ -129,7 +129,7 @@ def gdn_reason(k_heads_r: int, v_heads_r: int, head_k_dim: int, head_v_dim: int)
 def mamba2_reason(heads_r: int, head_dim: int, groups_r: int, state: int) -> str:
     """Why a Mamba2 layer's state-space mixer has no row."""
     return (f"Mamba2 selective state-space mixer (vllm/model_executor/layers/mamba/mamba_mixer2.py: "
-            f"MambaMixer2: causal conv1d, then mamba_chunk_scan_combined in prefill and "
+            f"MambaMixer2: causal conv1d, then mamba_chunk_scan_combined_varlen in prefill and "
             f"selective_state_update in decode), per rank {heads_r} heads x {head_dim}, {groups_r} "
             f"group(s), state {state}: {DRIVER} has selective_state_update (benchmarks/routines/mamba.py), "
             "the decode state update only; not planned as rows yet: the per-rank heads, groups and state "
