@@ -12,6 +12,7 @@ What is counted, per rank:
     (`vllm_rules.layers.kept_in_bf16`: router, shared-expert gate, lm_head) in BF16; biases BF16.
   - The input embedding: round_up(vocab, 64) / TP rows of hidden_size, BF16, unless the lm_head is
     tied to it (then the lm_head GEMM entry is that one tensor).
+  - MLA's absorbed W_UK / W_UV: a BF16 copy of kv_b_proj per MLA layer.
   - The K/V cache of every attention layer that holds one (not KV-shared layers), per token; a
     sliding-window layer holds at most `window` tokens of a sequence, a chunked one at most a chunk.
 Not counted: norms, rotary tables, the recurrent state of Mamba/GatedDeltaNet layers (a fixed size
@@ -101,10 +102,12 @@ class WeightBytes:
     """Routed experts on this rank, both expert GEMMs, scales included."""
     embedding: int
     """The input embedding's rows on this rank (0 when the lm_head is tied to it)."""
+    mla_absorbed: int = 0
+    """MLA's W_UK and W_UV: BF16 copies of kv_b_proj the decode path multiplies by, kept beside it."""
 
     @property
     def total(self) -> int:
-        return self.gemms + self.experts + self.embedding
+        return self.gemms + self.experts + self.embedding + self.mla_absorbed
 
 
 def _gemm_bytes(g: GemmEntry, recipe: str, fp8_scheme: str) -> int:
@@ -147,7 +150,11 @@ def weight_bytes(plan: Plan, recipe: str) -> WeightBytes:
     has_head = any(g.name == "lm_head" for g in plan.gemms)
     tied = bool(plan.model.tie_word_embeddings) and has_head
     embedding = 0 if tied else 2 * embedding_rows(plan) * plan.model.hidden_size
-    return WeightBytes(gemms, experts, embedding)
+    # MLA splits kv_b_proj (dequantized to the activation dtype) into W_UK^T and W_UV parameters
+    # and keeps kv_b_proj for prefill (vllm/model_executor/layers/attention/mla_attention.py:
+    # MLAAttention.process_weights_after_loading, split_kv_b_proj + replace_parameter).
+    absorbed = sum(2 * g.n * g.k * g.layers for g in plan.gemms if g.name.split("[", 1)[0] == "mla.kv_b_proj")
+    return WeightBytes(gemms, experts, embedding, absorbed)
 
 
 def _cache_layers(plan: Plan) -> tuple[AttentionEntry, ...]:
@@ -184,10 +191,11 @@ def kv_bytes(plan: Plan, kv_dtype: str, batch: int, kv_len: int) -> int:
 def activation_reserve(plan: Plan) -> int:
     """The stated reserve for what vLLM's profile run measures: RUNTIME_RESERVE_BYTES, plus BF16
     activations of PROFILE_TOKENS tokens at the widest layer (hidden state in and out, and the
-    widest GEMM output or MoE expert input of this rank: tokens x tokens_per_m x top_k x
-    (GEMM1 width + H)), plus FP32 logits of PROFILE_SEQS sequences over the full padded vocabulary
-    (the sampler's dummy step, vllm/v1/worker/gpu_model_runner.py: GPUModelRunner._dummy_sampler_run)."""
-    widest = max((g.n for g in plan.gemms), default=0)
+    widest GEMM output but the lm_head's, or the MoE layer's token-expert pairs: tokens x
+    tokens_per_m x top_k x (GEMM1 width + H)), plus FP32 logits of PROFILE_SEQS sequences over the
+    full padded vocabulary (the sampler's dummy step, vllm/v1/worker/gpu_model_runner.py:
+    GPUModelRunner._dummy_sampler_run)."""
+    widest = max((g.n for g in plan.gemms if g.name != "lm_head"), default=0)  # logits: below
     act = PROFILE_TOKENS * 2 * (2 * plan.model.hidden_size + widest)
     moe = max((PROFILE_TOKENS * m.tokens_per_m * m.top_k * 2 * ((2 if m.gated else 1) * m.intermediate + m.hidden)
                for m in plan.moe), default=0)

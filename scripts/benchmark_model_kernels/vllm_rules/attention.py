@@ -115,34 +115,41 @@ def layer_chunk(cfg: Any, index: int) -> int:
 DRIVER = "FlashInfer's benchmark driver (release-v0.6.18)"
 
 
+def _recurrent_reason(mixer: str, vllm_kernels: str, per_rank: str, driver_has: str, unmapped: str) -> str:
+    """The reason of a recurrent mixer: what vLLM runs, its per-rank size, what the driver has and
+    what is not mapped onto it yet."""
+    return f"{mixer} ({vllm_kernels}), per rank {per_rank}: {DRIVER} {driver_has}; not planned as rows yet: {unmapped}"
+
+
 def gdn_reason(k_heads_r: int, v_heads_r: int, head_k_dim: int, head_v_dim: int) -> str:
     """Why a GatedDeltaNet layer's recurrence has no row."""
-    return (f"GatedDeltaNet recurrence (vLLM: fused_sigmoid_gating_delta_rule_update in decode, "
-            f"chunk_gated_delta_rule in prefill; vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: "
-            f"QwenGatedDeltaNetAttention), per rank {k_heads_r} key heads x {head_k_dim}, {v_heads_r} value "
-            f"heads x {head_v_dim}: {DRIVER} has gated_delta_rule_decode, gated_delta_rule_mtp and "
-            "chunk_gated_delta_rule (benchmarks/routines/gdn.py); not planned as rows yet: this layer's "
-            "per-rank heads, head sizes, state dtype and state pool are not mapped onto those routines' "
-            "flags, and the routines' one --head_size takes K = V")
+    return _recurrent_reason(
+        "GatedDeltaNet recurrence", "vLLM: fused_sigmoid_gating_delta_rule_update in decode, chunk_gated_delta_rule "
+        "in prefill; vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py: QwenGatedDeltaNetAttention",
+        f"{k_heads_r} key heads x {head_k_dim}, {v_heads_r} value heads x {head_v_dim}",
+        "has gated_delta_rule_decode, gated_delta_rule_mtp and chunk_gated_delta_rule (benchmarks/routines/gdn.py)",
+        "this layer's per-rank heads, head sizes, state dtype and state pool are not mapped onto those routines' "
+        "flags, and the routines' one --head_size takes K = V")
 
 
 def mamba2_reason(heads_r: int, head_dim: int, groups_r: int, state: int) -> str:
     """Why a Mamba2 layer's state-space mixer has no row."""
-    return (f"Mamba2 selective state-space mixer (vllm/model_executor/layers/mamba/mamba_mixer2.py: "
-            f"MambaMixer2: causal conv1d, then mamba_chunk_scan_combined_varlen in prefill and "
-            f"selective_state_update in decode), per rank {heads_r} heads x {head_dim}, {groups_r} "
-            f"group(s), state {state}: {DRIVER} has selective_state_update (benchmarks/routines/mamba.py), "
-            "the decode state update only; not planned as rows yet: the per-rank heads, groups and state "
-            "size are not mapped onto its flags, and the prefill chunked scan and the conv1d have no routine")
+    return _recurrent_reason(
+        "Mamba2 selective state-space mixer", "vllm/model_executor/layers/mamba/mamba_mixer2.py: MambaMixer2: causal "
+        "conv1d, then mamba_chunk_scan_combined_varlen in prefill and selective_state_update in decode",
+        f"{heads_r} heads x {head_dim}, {groups_r} group(s), state {state}",
+        "has selective_state_update (benchmarks/routines/mamba.py), the decode state update only",
+        "the per-rank heads, groups and state size are not mapped onto its flags, and the prefill chunked scan and "
+        "the conv1d have no routine")
 
 
 def mamba1_reason(inter_r: int, state: int) -> str:
     """Why a Mamba-1 layer's selective scan has no row."""
-    return (f"Mamba-1 selective scan (vllm/model_executor/layers/mamba/mamba_mixer.py: MambaMixer: causal "
-            f"conv1d, selective_scan_fn in prefill, selective_state_update in decode), per rank "
-            f"{inter_r} channels, state {state}: {DRIVER}'s selective_state_update "
-            "(benchmarks/routines/mamba.py) takes Mamba2's multi-head layout; not planned as rows yet: "
-            "Mamba-1's per-channel state is not mapped onto it, and the prefill scan has no routine")
+    return _recurrent_reason(
+        "Mamba-1 selective scan", "vllm/model_executor/layers/mamba/mamba_mixer.py: MambaMixer: causal conv1d, "
+        "selective_scan_fn in prefill, selective_state_update in decode", f"{inter_r} channels, state {state}",
+        "has selective_state_update (benchmarks/routines/mamba.py) in Mamba2's multi-head layout",
+        "Mamba-1's per-channel state is not mapped onto it, and the prefill scan has no routine")
 
 
 def short_conv_reason(width_r: int) -> str:
