@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cross_check", choices=["vllm"], default=None,
                    help="e.g. --cross_check vllm: also build vLLM's own model class for the config on meta "
                         "tensors at this TP/EP (rank 0, parallel groups faked, no weights, remote code only with "
-                        "--trust-remote-code), compare its per-rank linear and fused-MoE layers with the plan "
-                        "and print one line per difference; implies --print_only; needs vLLM importable "
+                        "--trust-remote-code), compare its per-rank linear, fused-MoE and attention layers with "
+                        "the plan and print one line per difference; implies --print_only; needs vLLM importable "
                         "(CPU is enough); the plan JSON records the vLLM version compared against")
     p.add_argument("--gpu_mem_gb", type=float, nargs="+", default=None, metavar="GIB",
                    help="GPU memory in GiB (2^30 bytes) for the preview's memory table, e.g. --gpu_mem_gb 141 "

@@ -173,8 +173,8 @@ def format_plan(plan: Plan) -> str:
             lines.append(f"# cross-check against {check.against}: {len(check.differences)} difference(s)")
             lines += [f"# cross-check {d}" for d in check.differences]
         else:
-            lines.append(f"# cross-check against {check.against}: match (every per-rank GEMM and fused-MoE "
-                         "shape and count agrees)")
+            lines.append(f"# cross-check against {check.against}: match (every per-rank GEMM, fused-MoE and "
+                         "attention shape and count agrees)")
     if plan.complete:
         lines.append("# plan complete")
     else:
