@@ -636,3 +636,48 @@ def test_cross_check_lines_in_the_preview():
     assert "# cross-check against vllm 0.33.0: vLLM refuses: no" in text
     assert Plan.from_json(replace(plan, cross_check=CrossCheck("vllm 0.33.0", "match")).to_json()).cross_check \
         == CrossCheck("vllm 0.33.0", "match")
+
+
+def test_preview_memory_table_on_a_cpu(capsys, monkeypatch):
+    """No GPU and no --gpu_mem_gb: the table for the H100, H200 and B200 sizes; the attention
+    section with heads per rank and K/V bytes."""
+    from benchmark_model_kernels.env import gpu
+
+    monkeypatch.setattr(gpu, "driver_present", lambda: False)
+    rc, out, _ = run(["llama-3.1-70b", "--tp", "4", "--print_only"], capsys)
+    assert rc == 0
+    assert "Attention (1):" in out and "16/64" in out and "2/8" in out and "1024 / 512" in out
+    assert "Memory per rank (GiB; no GPU here and no --gpu_mem_gb: H100, H200 and B200 sizes; vLLM takes " \
+           "gpu_memory_utilization=0.92" in out
+    assert "K/V cache per token on this rank: bf16 81920 B, fp8 40960 B" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith(("80 ", "141 ", "192 "))]
+    assert [(r[0], r[1]) for r in rows] == [(s, d) for s in ("80", "141", "192") for d in ("bf16", "fp8", "nvfp4")]
+    assert rows[3][2:5] == ["32.9", "129.7", "94.9"]  # 141 GiB bf16: weights, usable, K/V budget (GiB)
+    assert rows[3][5] == "1,243,984"  # tests/plan/test_memory.py works this number out
+
+
+def test_preview_memory_sizes_and_utilization_flags(capsys):
+    rc, out, _ = run(["llama-3.1-8b", "--print_only", "--gpu_mem_gb", "24", "48", "--gpu_memory_utilization",
+                      "0.5"], capsys)
+    assert rc == 0 and "(GiB; --gpu_mem_gb; vLLM takes gpu_memory_utilization=0.5" in out
+    sizes = {line.split()[0] for line in out.splitlines() if line.strip().startswith(("24 ", "48 "))}
+    assert sizes == {"24", "48"}
+    # weights above the usable memory: a line, exit 0 (the plan is fine)
+    rc, out, _ = run(["llama-3.1-70b", "--print_only", "--gpu_mem_gb", "80"], capsys)
+    assert rc == 0
+    assert "80 GiB bf16: does not fit: weights 131.4 GiB > 73.6 GiB usable" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpu_mem_gb", "0"], "--gpu_mem_gb=0: must be a positive number of GiB"),
+    (["--gpu_mem_gb", "-80"], "--gpu_mem_gb=-80: must be a positive number of GiB"),
+    (["--gpu_mem_gb", "nan"], "--gpu_mem_gb=nan: must be a positive number of GiB"),
+    (["--gpu_mem_gb", "inf"], "--gpu_mem_gb=inf: must be a positive number of GiB"),
+    (["--gpu_mem_gb", "big"], "--gpu_mem_gb=big: must be a number"),
+    (["--gpu_memory_utilization", "0"], "--gpu_memory_utilization=0: must be a fraction above 0 and at most 1"),
+    (["--gpu_memory_utilization", "1.5"], "--gpu_memory_utilization=1.5: must be a fraction above 0"),
+    (["--gpu_memory_utilization", "most"], "--gpu_memory_utilization=most: must be a number"),
+])
+def test_bad_memory_flags(argv, message, capsys):
+    err = _err(["llama-3.1-8b", "--print_only", *argv], capsys)
+    assert message in err and "Traceback" not in err

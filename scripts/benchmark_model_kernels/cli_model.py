@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import math
 import os
 import sys
 
@@ -24,7 +25,7 @@ from .files import (
     same_file,
     write_text_atomic,
 )
-from .plan import config_source, plan_cache, planner, preview
+from .plan import config_source, memory, plan_cache, planner, preview
 from .report import report
 from .run import flags, launcher, phases, runner
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
@@ -88,9 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cross_check", choices=["vllm"], default=None,
                    help="e.g. --cross_check vllm: also build vLLM's own model class for the config on meta "
                         "tensors at this TP/EP (rank 0, parallel groups faked, no weights, remote code only with "
-                        "--trust-remote-code), compare its per-rank linear and fused-MoE layers with the plan "
-                        "and print one line per difference; implies --print_only; needs vLLM importable "
+                        "--trust-remote-code), compare its per-rank linear, fused-MoE and attention layers with "
+                        "the plan and print one line per difference; implies --print_only; needs vLLM importable "
                         "(CPU is enough); the plan JSON records the vLLM version compared against")
+    p.add_argument("--gpu_mem_gb", type=float, nargs="+", default=None, metavar="GIB",
+                   help="GPU memory in GiB (2^30 bytes) for the preview's memory table, e.g. --gpu_mem_gb 141 "
+                        "for an H200 or --gpu_mem_gb 80 141 192 for three GPUs: per recipe, one rank's weights, "
+                        "the K/V cache budget and the K/V tokens that fit (references/memory.md); default: the "
+                        "GPU present (NVML), or 80 141 192 where there is none")
+    p.add_argument("--gpu_memory_utilization", type=float, default=memory.VLLM_GPU_MEMORY_UTILIZATION,
+                   metavar="FRACTION",
+                   help="share of GPU memory vLLM takes for weights, activations and the K/V cache, as vLLM's "
+                        f"flag of that name, e.g. --gpu_memory_utilization 0.85 (default "
+                        f"{memory.VLLM_GPU_MEMORY_UTILIZATION:g}, vLLM's default)")
     p.add_argument("--list_models", action="store_true", help="list the bundled model names and exit")
     flags.add_run_arguments(p)
     launcher.add_launcher_arguments(p)
@@ -109,6 +120,32 @@ def reject_derived_flags(argv: list[str]) -> None:
             raise UsageError(flag, arg.split("=", 1)[1] if "=" in arg else "(given)",
                              "GEMM/MoE shapes are derived from the model config here; to time explicit shapes "
                              "use scripts/benchmark_via_builtin.py --nks N,K,name (or its --moe_* flags)")
+
+
+def check_memory_args(args: argparse.Namespace) -> None:
+    """--gpu_mem_gb sizes are positive finite numbers, --gpu_memory_utilization a fraction in (0, 1]."""
+    for size in args.gpu_mem_gb or []:
+        if not math.isfinite(size) or size <= 0:
+            raise UsageError("--gpu_mem_gb", f"{size:g}", "must be a positive number of GiB, e.g. --gpu_mem_gb 141 "
+                             "for an H200")
+    util = args.gpu_memory_utilization
+    if not math.isfinite(util) or not 0 < util <= 1:
+        raise UsageError("--gpu_memory_utilization", f"{util:g}", "must be a fraction above 0 and at most 1, "
+                         f"e.g. --gpu_memory_utilization {memory.VLLM_GPU_MEMORY_UTILIZATION:g} (vLLM's default)")
+
+
+def memory_sizes(args: argparse.Namespace) -> tuple[tuple[float, ...], str]:
+    """The GPU sizes (GiB) of the memory table and where they come from: --gpu_mem_gb, else the
+    GPU present (NVML's total, as results.json records it), else the H100/H200/B200 sizes."""
+    if args.gpu_mem_gb:
+        return tuple(args.gpu_mem_gb), "--gpu_mem_gb"
+    from .env import gpu
+
+    if gpu.driver_present():
+        info = gpu.gpu_info(0, samples=1)
+        if info.get("memory_gb"):
+            return (round(info["memory_gb"] * 1e9 / 2**30, 1),), f"the GPU present: {info.get('name')}"
+    return preview.DEFAULT_GPU_MEM_GIB, "no GPU here and no --gpu_mem_gb: H100, H200 and B200 sizes"
 
 
 def check_plan_json_path(path: str, *, inputs: dict[str, str] | None = None,
@@ -223,6 +260,7 @@ def _main(argv: list[str]) -> int:
 
         require_vllm()  # before any planning: one line saying how to install it
         args.print_only = True
+    check_memory_args(args)
     launcher.check_launcher_args(args)
     runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
     for _, tp, ep in runs:  # every setting is validated before any work starts
@@ -330,6 +368,8 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
         plan = _cross_checked(plan, model, args)
     sys.stdout.write(preview.format_plan(plan))
     print(weight_memory_line(plan))
+    sizes, where = memory_sizes(args)
+    print("\n".join(preview.memory_lines(plan, sizes, args.gpu_memory_utilization, where)))
     if args.print_only and getattr(args, "assume_cc", None):
         print(target_gpu_summary(plan, flags.parse_cc(args.assume_cc), args.ms,
                                  load_capabilities(args.flashinfer_repo)))
@@ -359,5 +399,6 @@ def _cross_checked(plan, model: str, args: argparse.Namespace):
     return replace(plan, cross_check=CrossCheck(result.against, result.status, result.differences, result.refused))
 
 
-__all__ = ["build_parser", "main", "parallel_settings", "reject_derived_flags", "run_job", "run_label",
+__all__ = ["build_parser", "check_memory_args", "memory_sizes",
+           "main", "parallel_settings", "reject_derived_flags", "run_job", "run_label",
            "write_plan_json", "DERIVED_FLAGS"]

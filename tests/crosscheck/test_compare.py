@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchmark_model_kernels.crosscheck.compare import (
+    AttentionShape,
     LinearShape,
     Side,
     compare,
@@ -11,7 +12,7 @@ from benchmark_model_kernels.crosscheck.compare import (
     plan_side,
     routing_key,
 )
-from benchmark_model_kernels.plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+from benchmark_model_kernels.plan.schema import AttentionEntry, GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 
 
 def _plan() -> Plan:
@@ -86,3 +87,20 @@ def test_moe_activation_and_custom_routing():
 def test_layer_ranges():
     paths = [f"model.layers.{i}.mlp.experts" for i in (1, 2, 3, 7)] + ["lm_head"]
     assert layer_ranges(paths) == "model.layers.{1-3,7}.mlp.experts, lm_head"
+
+
+def test_attention_layers_compared_by_heads_sizes_and_window():
+    """A plan's attention entries against vLLM's Attention layers: a window vLLM does not hold is one
+    "different" line; equal entries agree."""
+    attn = AttentionEntry("attn.sliding", ("model.layers.*.self_attn",), "mha", 32, 16, 4, 128, 128, 32, 8,
+                          sliding_window=4096)
+    plan = Plan(ModelInfo(name="m", source="local", model_type="t", architecture="A"), 2, 1, attention=(attn,))
+    side = Side()
+    side.add(AttentionShape("mha", 16, 4, 128, 128, 4096), 32, "attn", "model.layers.{0-31}.self_attn")
+    assert compare(plan_side(plan), side) == []
+    full = Side()
+    full.add(AttentionShape("mha", 16, 4, 128, 128), 32, "attn", "model.layers.{0-31}.self_attn")
+    (line,) = compare(plan_side(plan), full)
+    assert line == ("different: model.layers.{0-31}.self_attn: vLLM runs mha heads=16 kv_heads=4 head_size=128/128 "
+                    "x32, the plan mha heads=16 kv_heads=4 head_size=128/128 window=4096 x32 "
+                    "[plan attn.sliding (model.layers.*.self_attn)]")

@@ -84,6 +84,23 @@ def test_a_wrong_plan_is_one_line_per_difference():
                            "3072 x 4096 column x32, the plan 3200 x 4096 column x32")
 
 
+@pytest.mark.parametrize("name,tp", [
+    ("mistral-7b-v0.1", 1),        # model-level window 4096 (no layer_types): cache_config.sliding_window
+    ("llama-3.1-70b", 16),         # 1 KV head per rank, replicated 2x
+    ("deepseek-v3", 8),            # MLA: 16 heads, 576 / 512
+    ("llama-4-scout-17b-16e", 8),  # ChunkedLocalAttention 8192 on 36 layers, 12 NoPE layers full
+    ("gemma-3-27b-it", 2),         # 52 sliding (1024) + 10 full layers
+])
+def test_attention_entries_match_vllms_attention_layers(name, tp):
+    plan = plan_of(name, tp)
+    assert _check(plan, _raw(name)).status == "match"
+    wrong = replace(plan, attention=tuple(replace(a, num_kv_heads=a.num_kv_heads + 1) for a in plan.attention))
+    result = _check(wrong, _raw(name))
+    assert result.status == "mismatch"
+    assert all(d.startswith("different: ") and "kv_heads=" in d for d in result.differences)
+    assert len(result.differences) == len(plan.attention)
+
+
 def test_vllm_refuses_a_transformers_backend_model():
     result = _check(plan_of("starcoder2-7b"), _raw("starcoder2-7b"))
     assert result.status == "vllm refuses" and "Transformers backend" in result.refused

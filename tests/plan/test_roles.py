@@ -170,7 +170,8 @@ HELD_OUT = {
     }),
     "gemma2": ({"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "hidden_size": 3584,
                 "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
-                "intermediate_size": 14336, "num_hidden_layers": 2, "vocab_size": 256000}, 8, {
+                "intermediate_size": 14336, "num_hidden_layers": 2, "vocab_size": 256000,
+                "sliding_window": 4096}, 8, {
         "qkv_proj": (1024, 3584, 2, "column", False),  # (16/8 + 2*8/8)*256
         "o_proj": (3584, 512, 2, "row", False),  # Hq*d = 4096 != H: 4096/8
         "gate_up_proj": (3584, 3584, 2, "column", False),  # 2*14336/8

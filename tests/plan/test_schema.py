@@ -189,8 +189,8 @@ def test_every_schema_field_has_a_check():
 
     from benchmark_model_kernels.plan import schema
 
-    scalars = {"str", "int", "bool", "str | None", "int | None", "float | None", "tuple[str, ...]"}
+    scalars = {"str", "int", "bool", "bool | None", "str | None", "int | None", "float | None", "tuple[str, ...]"}
     for klass in (schema.Plan, schema.ModelInfo, schema.GemmEntry, schema.MoeEntry, schema.Routing,
-                  schema.Unsupported):
+                  schema.Unsupported, schema.AttentionEntry, schema.MixerNotTimed):
         for f in fields(klass):
             assert str(f.type) in scalars or str(f.type) in schema.NESTED, f"{klass.__name__}.{f.name}: {f.type}"

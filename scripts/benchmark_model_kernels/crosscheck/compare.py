@@ -1,8 +1,8 @@
 """Compare a plan with the per-rank layers vLLM built: missing, extra and different shapes.
 
 Both sides are reduced to the same records: one `LinearShape` per distinct per-rank GEMM (N, K, linear
-kind, bias, rows as a divisor of M) and one `moe_shape` (an MoE entry without name, modules or
-count) per distinct fused-MoE layer, each with how
+kind, bias, rows as a divisor of M), one `moe_shape` (an MoE entry without name, modules or
+count) per distinct fused-MoE layer and one `AttentionShape` per distinct attention layer, each with how
 many times one forward step runs it and where it lives. The plan's entries already are that
 (`layers` is the per-step count); vLLM's modules are counted per decoder-layer instance
 (`vllm_layers`). Equal records with equal counts agree; the rest is paired by the module's leaf
@@ -82,6 +82,28 @@ class LinearShape:
 
 
 @dataclass(frozen=True)
+class AttentionShape:
+    """One attention layer as one rank runs it: vLLM's `Attention` / `MLAAttention` attributes
+    (num_heads, num_kv_heads, head_size, head_size_v or MLA's kv_lora_rank, sliding_window, Llama
+    4's attention_chunk_size, a KV-sharing target) against the plan's attention entry."""
+
+    kind: str
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    head_size_v: int
+    sliding_window: int = 0
+    chunk: int = 0
+    kv_shared: bool = False
+
+    def text(self) -> str:
+        window = f" window={self.sliding_window}" if self.sliding_window else ""
+        chunk = f" chunk={self.chunk}" if self.chunk else ""
+        return (f"{self.kind} heads={self.num_heads} kv_heads={self.num_kv_heads} head_size={self.head_size}/"
+                f"{self.head_size_v}{window}{chunk}{' kv-shared' if self.kv_shared else ''}")
+
+
+@dataclass(frozen=True)
 class Placed:
     """A shape at one place: its leaf role name (for pairing) and where it lives."""
 
@@ -95,10 +117,12 @@ class Side:
 
     gemms: Counter = field(default_factory=Counter)
     moes: Counter = field(default_factory=Counter)
+    attention: Counter = field(default_factory=Counter)
     places: dict = field(default_factory=dict)
 
-    def add(self, shape: LinearShape | MoeEntry, count: int, role: str, where: str) -> None:
-        (self.gemms if isinstance(shape, LinearShape) else self.moes)[shape] += count
+    def add(self, shape: LinearShape | MoeEntry | AttentionShape, count: int, role: str, where: str) -> None:
+        kind = {LinearShape: self.gemms, AttentionShape: self.attention}.get(type(shape), self.moes)
+        kind[shape] += count
         self.places.setdefault(shape, []).append(Placed(role, where))
 
 
@@ -144,6 +168,10 @@ def plan_side(plan: Plan) -> Side:
         shape = moe_shape(e.hidden, e.intermediate, e.experts, e.global_experts, e.top_k, e.activation, e.gated,
                           e.bias, e.tokens_per_m, moe_routing_key(e))
         side.add(shape, e.layers, "experts", f"plan {e.name} ({', '.join(e.modules)})")
+    for a in plan.attention:
+        shape = AttentionShape(a.kind, a.num_q_heads, a.num_kv_heads, a.head_dim_qk, a.head_dim_vo, a.sliding_window,
+                               a.attention_chunk_size, a.kv_shared)
+        side.add(shape, a.layers, "attn", f"plan {a.name} ({', '.join(a.modules)})")
     return side
 
 
@@ -155,7 +183,7 @@ def _pair_key(role: str) -> str:
 def compare(plan: Side, vllm: Side) -> list[str]:
     """One line per difference between the plan's and vLLM's shapes (empty when they agree)."""
     lines: list[str] = []
-    for kind in ("gemms", "moes"):
+    for kind in ("gemms", "moes", "attention"):
         want: Counter = getattr(vllm, kind)
         have: Counter = getattr(plan, kind)
         missing = {s: c - have.get(s, 0) for s, c in want.items() if c > have.get(s, 0)}
@@ -175,11 +203,11 @@ def compare(plan: Side, vllm: Side) -> list[str]:
     return lines
 
 
-def _text(shape: LinearShape | MoeEntry) -> str:
-    return shape.text() if isinstance(shape, LinearShape) else moe_text(shape)
+def _text(shape: LinearShape | MoeEntry | AttentionShape) -> str:
+    return moe_text(shape) if isinstance(shape, MoeEntry) else shape.text()
 
 
-def _where(side: Side, shape: LinearShape | MoeEntry) -> str:
+def _where(side: Side, shape: LinearShape | MoeEntry | AttentionShape) -> str:
     return "; ".join(p.where for p in side.places[shape])
 
 
@@ -200,5 +228,6 @@ def layer_ranges(paths: list[str]) -> str:
     return ", ".join(out)
 
 __all__ = ["VLLM_ACTIVATIONS", "CUSTOM_ROUTING", "flashinfer_activation", "routing_key", "LinearShape", "moe_shape",
+           "AttentionShape",
            "moe_text", "Placed", "Side", "CrossCheckResult", "role_of", "plan_side", "compare", "layer_ranges",
            "moe_routing_key"]

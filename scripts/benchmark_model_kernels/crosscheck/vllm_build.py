@@ -285,6 +285,16 @@ def _one_line(e: BaseException, folder: str) -> str:
     return f"{type(e).__name__}: {first[:240]}"
 
 
+def _model_level_window(model_config: Any) -> int | None:
+    """The model-level sliding window vLLM's engine puts in CacheConfig, which every `Attention`
+    without a per-layer window takes: the config's sliding_window when it has no layer_types or
+    all of them are sliding (vllm/engine/arg_utils.py: EngineArgs.create_engine_config)."""
+    layer_types = getattr(model_config.hf_text_config, "layer_types", None)
+    if layer_types is None or all(t == "sliding_attention" for t in layer_types):
+        return model_config.get_sliding_window()
+    return None
+
+
 @contextlib.contextmanager
 def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code: bool = False,
                      code_dir: str | None = None) -> Iterator[VllmBuild]:
@@ -295,7 +305,7 @@ def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code
     version = require_vllm()
     _quiet_imports()
     import torch
-    from vllm.config import LoadConfig, ModelConfig, ParallelConfig, VllmConfig, set_current_vllm_config
+    from vllm.config import CacheConfig, LoadConfig, ModelConfig, ParallelConfig, VllmConfig, set_current_vllm_config
     from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
 
     dp = ep // tp if ep > 1 else 1
@@ -310,6 +320,7 @@ def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code
             parallel = ParallelConfig(tensor_parallel_size=tp, data_parallel_size=dp,
                                       enable_expert_parallel=ep > 1)
             vllm_config = VllmConfig(model_config=model_config, parallel_config=parallel,
+                                     cache_config=CacheConfig(sliding_window=_model_level_window(model_config)),
                                      load_config=LoadConfig(load_format="dummy"))
         except Exception as e:  # vLLM's config validation: the config or layout is refused
             raise VllmRefused(f"vLLM {version} rejects the config: {_one_line(e, folder)}") from None

@@ -1,5 +1,6 @@
 """Read the per-rank GEMMs and fused-MoE layers out of a model vLLM built on meta.
 
+Every attention layer (Attention, MLAAttention) gives its per-rank heads, head sizes and window.
 Every linear layer (vllm/model_executor/layers/linear.py: LinearBase: QKV, merged column, column,
 row, replicated, GateLinear) gives its weight's per-rank [N, K] (unquantized weights are stored
 [output_size_per_partition, input_size_per_partition]), its kind and bias; the LM head
@@ -17,7 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.planner import TOWER_MARKERS
-from .compare import LinearShape, Side, flashinfer_activation, layer_ranges, moe_shape, role_of, routing_key
+from .compare import (
+    AttentionShape,
+    LinearShape,
+    Side,
+    flashinfer_activation,
+    layer_ranges,
+    moe_shape,
+    role_of,
+    routing_key,
+)
 
 
 def _kind(mod: Any) -> str:
@@ -62,6 +72,27 @@ def _lm_head(model: Any) -> tuple[str, Any] | None:
     return embedding
 
 
+def _attention(mod: Any) -> AttentionShape | None:
+    """The compared record of a vLLM attention layer: `MLAAttention` (one latent head of
+    kv_lora_rank + qk_rope_head_dim, values kv_lora_rank wide: vllm/model_executor/layers/attention/
+    mla_attention.py) or a decoder `Attention` (vllm/model_executor/layers/attention/attention.py;
+    ChunkedLocalAttention adds attention_chunk_size). Cross-attention over encoder tokens
+    (cross_attention.py: CrossAttention) is a mixer the plan does not time: None."""
+    from vllm.model_executor.layers.attention.attention import Attention
+    from vllm.model_executor.layers.attention.cross_attention import CrossAttention
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
+
+    if isinstance(mod, MLAAttention):
+        return AttentionShape("mla", int(mod.num_heads), 1, int(mod.head_size), int(mod.kv_lora_rank),
+                              int(mod.sliding_window or 0))
+    if isinstance(mod, Attention) and not isinstance(mod, CrossAttention):
+        return AttentionShape("mha", int(mod.num_heads), int(mod.num_kv_heads), int(mod.head_size),
+                              int(mod.head_size_v), int(mod.sliding_window or 0),
+                              int(getattr(mod, "attention_chunk_size", 0) or 0),
+                              bool(getattr(mod, "kv_sharing_target_layer_name", None)))
+    return None
+
+
 def vllm_side(model: Any, tp: int) -> Side:
     """The compared records of vLLM's model for one rank at tensor-parallel size `tp`."""
     from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
@@ -80,6 +111,10 @@ def vllm_side(model: Any, tp: int) -> Side:
         if getattr(mod, "is_sequence_parallel", False) is True:
             chunked.append(path + ".")
         if head is not None and mod is head[1]:
+            continue
+        attention = _attention(mod)
+        if attention is not None:
+            add(attention, "attn", path.removesuffix(".attn").removesuffix(".mla_attn"))
             continue
         if isinstance(mod, LinearBase) and (role_of(path) == "conv1d" or mod.weight.ndim != 2):
             # Mamba2 / GatedDeltaNet's depthwise conv is a ColumnParallelLinear holding the conv

@@ -46,7 +46,7 @@ class Bound:
     """null is a value of its own here (transformers derives the key, or the feature is off)."""
 
 
-_WIDTH, _MLP, _HEADS = 1 << 20, 1 << 22, 1 << 14
+_WIDTH, _MLP, _HEADS, _WINDOW = 1 << 20, 1 << 22, 1 << 14, 1 << 24
 
 
 def _bounds(keys: str, bound: Bound) -> dict[str, Bound]:
@@ -83,6 +83,11 @@ BOUNDS: dict[str, Bound] = {
               Bound(1, 1024, "layer interval")),
     **_bounds("n_group topk_group", Bound(1, _HEADS, "expert groups", nullable=True)),
     **_bounds("n_groups", Bound(1, _HEADS, "Mamba2 groups")),
+    # The attention plan's windows (vllm_rules.attention: layer_window, layer_chunk); 0 or null: none
+    # (vllm/config/model.py: ModelConfig.__post_init__ disables a sliding_window of 0).
+    **_bounds("sliding_window attention_chunk_size", Bound(0, _WINDOW, "tokens of the attention window",
+                                                            nullable=True)),
+    **_bounds("index_topk", Bound(1, _WINDOW, "tokens the sparse attention keeps")),
 }
 #: Keys holding the routed-expert count and the experts per token, in the planner's read order.
 EXPERT_COUNT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import Routing, Unsupported
+from .schema import AttentionEntry, MixerNotTimed, Routing, Unsupported
 
 #: (out features, in features, has bias) of one Linear, as the model stores it (not yet per rank).
 Dims = tuple[int, int, bool]
@@ -56,6 +56,10 @@ class LayerPlan:
     items: list[Item] = field(default_factory=list)
     moe: list[MoeItem] = field(default_factory=list)
     unsupported: list[Unsupported] = field(default_factory=list)
+    attention: list[AttentionEntry] = field(default_factory=list)
+    """The layer's attention, one entry of `layers=1` (merged over the layers by `merge`)."""
+    mixers: list[MixerNotTimed] = field(default_factory=list)
+    """The layer's token mixer when it is not softmax attention (`layers=1`)."""
 
 
 @dataclass
@@ -75,6 +79,12 @@ class LayerScan:
     """Modules with a 2-D `weight` that are not Linears (possible routers)."""
     consumed: set[str] = field(default_factory=set)
     out: LayerPlan = field(default_factory=LayerPlan)
+
+    @property
+    def index(self) -> int:
+        """The decoder layer's index (the last part of `prefix`); -1 for the top level."""
+        last = self.prefix.rsplit(".", 1)[-1]
+        return int(last) if last.isdigit() else -1
 
     def full(self, rel: str) -> str:
         """The model path of `rel`, layer (and expert) indices written as `*`."""

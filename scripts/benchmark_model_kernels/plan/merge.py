@@ -9,10 +9,11 @@ construction; a role with several sizes gets unique names (`[layer_type]` or `[2
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from .items import LayerPlan
-from .schema import GemmEntry, MoeEntry, Unsupported
+from .schema import AttentionEntry, GemmEntry, MixerNotTimed, MoeEntry, Unsupported
 
 #: Display order of GEMM roles (prefix match); unknown roles go last but before lm_head.
 ROLE_ORDER = ("mla.", "indexer.", "qkv_proj", "q_proj", "gdn.", "mamba.", "short_conv.", "o_proj", "gate_up_proj",
@@ -90,6 +91,41 @@ def merge(per_layer: list[tuple[int, LayerPlan]], top: LayerPlan, layer_types: S
     return tuple(gemms), tuple(moes), tuple(unsup)
 
 
+def merge_mixers(per_layer: list[tuple[int, LayerPlan]]
+                 ) -> tuple[tuple[AttentionEntry, ...], tuple[MixerNotTimed, ...]]:
+    """One attention entry per distinct layer type (same kind, per-rank heads, head sizes, latent,
+    window, chunk and cache sharing), one mixer entry per distinct mixer, each counting its layers;
+    names made unique as `attn`, `attn[2]`, ... in layer order."""
+    attn: dict[AttentionEntry, list[Any]] = {}
+    mixers: dict[tuple[str, str], list[Any]] = {}
+    for _, lay in per_layer:
+        for a in lay.attention:
+            key = replace(a, modules=(), layers=1)
+            g = attn.setdefault(key, [[], 0])
+            g[0] += [m for m in a.modules if m not in g[0]]
+            g[1] += 1
+        for x in lay.mixers:
+            g = mixers.setdefault((x.name, x.reason), [[], 0])
+            g[0] += [m for m in x.modules if m not in g[0]]
+            g[1] += 1
+
+    def unique(names: list[str]) -> list[str]:
+        seen: dict[str, int] = {}
+        out = []
+        for n in names:
+            seen[n] = seen.get(n, 0) + 1
+            out.append(n if seen[n] == 1 else f"{n}[{seen[n]}]")
+        return out
+
+    attn_names = unique([a.name for a in attn])
+    entries = tuple(replace(a, name=n, modules=tuple(g[0]), layers=g[1])
+                    for n, (a, g) in zip(attn_names, attn.items(), strict=True))
+    mixer_names = unique([name for name, _ in mixers])
+    nots = tuple(MixerNotTimed(n, tuple(g[0]), g[1], reason)
+                 for n, ((_, reason), g) in zip(mixer_names, mixers.items(), strict=True))
+    return entries, nots
+
+
 def ranges(idx: list[int]) -> str:
     """Layer indices as a short list of ranges: [1, 2, 3, 7] -> "1-3, 7"."""
     out: list[str] = []
@@ -103,4 +139,4 @@ def ranges(idx: list[int]) -> str:
     return ", ".join(out)
 
 
-__all__ = ["ROLE_ORDER", "merge", "ranges"]
+__all__ = ["ROLE_ORDER", "merge", "merge_mixers", "ranges"]

@@ -25,7 +25,7 @@ from ..vllm_rules.quant_config import checkpoint_fp8_scheme
 from ..vllm_rules.required_keys import alternatives, family_keys, plan_keys
 from . import config_checks, roles
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
-from .merge import merge, ranges
+from .merge import merge, merge_mixers, ranges
 from .schema import ModelInfo, Plan, Unsupported
 
 #: Sub-module name fragments of vision/audio towers (never planned).
@@ -228,14 +228,17 @@ class Planner:
                              f"count from {', '.join(vllm_moe.VLLM_NUM_EXPERTS_KEYS)} and the config sets none at "
                              "its top level (e.g. DBRX keeps moe_num_experts in ffn_config); use --ep 1")
         gemms, moes, unsup = merge(per_layer, top, layer_types)
+        attention, mixers = merge_mixers(per_layer)
         per_m = sharding.moe_tokens_per_m(self.tp, self.ep)
         moes = tuple(replace(e, tokens_per_m=per_m) for e in moes)
         scheme, why = checkpoint_fp8_scheme(getattr(self.cfg, "quantization_config", None))
         info = ModelInfo(**{**info.__dict__, "notes": tuple(info.notes) + tuple(self.notes),
                             "num_hidden_layers": len(layers), "hidden_size": self.hidden,
                             "vocab_size": int(config_value(self.cfg, "vocab_size", default=0)),
-                            "fp8_scheme": scheme, "fp8_scheme_source": why})
-        return Plan(model=info, tp=self.tp, ep=self.ep, gemms=gemms, moe=moes, unsupported=unsup)
+                            "fp8_scheme": scheme, "fp8_scheme_source": why,
+                            "tie_word_embeddings": bool(getattr(self.cfg, "tie_word_embeddings", False))})
+        return Plan(model=info, tp=self.tp, ep=self.ep, gemms=gemms, moe=moes, attention=attention,
+                    mixers_not_timed=mixers, unsupported=unsup)
 
 
 def check_parallel(tp: int, ep: int) -> None:

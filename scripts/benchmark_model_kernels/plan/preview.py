@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from .schema import MoeEntry, Plan, Routing
+from ..vllm_rules.attention import kv_head_replicas
+from . import memory
+from .schema import AttentionEntry, MoeEntry, Plan, Routing
+
+#: Bytes per K/V cache element of each KV dtype the preview states (BF16 and FP8 e4m3).
+KV_BYTES = memory.KV_DTYPE_BYTES
+#: GPU sizes (GiB) the memory table shows when no size is given and no GPU is present: H100 80 GB,
+#: H200 141 GB, B200 192 GB, as their memory is sold.
+DEFAULT_GPU_MEM_GIB = (80.0, 141.0, 192.0)
 
 
 def _routing_text(r: Routing) -> str:
@@ -33,6 +41,83 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
         out.append("  " + "  ".join(cells).rstrip())
     return out
+
+
+def _window_text(a: AttentionEntry) -> str:
+    if a.sliding_window:
+        return f"sliding {a.sliding_window}"
+    if a.attention_chunk_size:
+        return f"chunk {a.attention_chunk_size}"
+    return "full"
+
+
+def _kv_heads_text(a: AttentionEntry, tp: int) -> str:
+    if a.kind == "mla":
+        return "1 (latent)"
+    text = f"{a.num_kv_heads}/{a.total_kv_heads}"
+    replicas = kv_head_replicas(a.total_kv_heads, tp)
+    return text + (f" (x{replicas} replicated)" if replicas > 1 else "")
+
+
+def attention_lines(plan: Plan) -> list[str]:
+    """The preview's attention section: one line per layer type, then the mixers no row times."""
+    if not plan.attention and not plan.mixers_not_timed:
+        return []
+    lines = [f"Attention ({len(plan.attention)}):  heads per rank / model; KV bytes per token and layer "
+             "on this rank (bf16 / fp8 cache)"]
+    if plan.attention:
+        rows = [["name", "kind", "x/step", "q heads", "kv heads", "head dim qk/vo", "window", "KV B/token",
+                 "modules"]]
+        for a in plan.attention:
+            kv = "none (shared)" if a.kv_shared else " / ".join(
+                str(a.kv_elements_per_token * b) for b in KV_BYTES.values())
+            dims = f"{a.head_dim_qk}/{a.head_dim_vo}"
+            if a.kind == "mla":
+                dims += f" (latent {a.kv_lora_rank} + rope {a.qk_rope_head_dim})"
+            rows.append([a.name, a.kind, str(a.layers), f"{a.num_q_heads}/{a.total_q_heads}",
+                         _kv_heads_text(a, plan.tp), dims, _window_text(a), kv, ", ".join(a.modules)])
+        lines += _table(rows, right={2})
+    for x in plan.mixers_not_timed:
+        lines.append(f"  not timed[{x.name}] x{x.layers} ({', '.join(x.modules)}): {x.reason}")
+    return lines
+
+
+def memory_lines(plan: Plan, sizes_gib: tuple[float, ...], utilization: float, where: str) -> list[str]:
+    """The preview's memory table: per GPU size and recipe, one rank's weights, vLLM's usable
+    memory, the K/V budget and the tokens of K/V it holds in BF16 and FP8 (references/memory.md).
+    `where` says where the sizes came from."""
+    w = {r: memory.weight_bytes(plan, r) for r in memory.RECIPES}
+    per_token = {d: memory.kv_bytes_per_token(plan, d) for d in KV_BYTES}
+    reserve = memory.activation_reserve(plan)
+    tied = {True: "tied to the lm_head", False: "its own tensor", None: "tie unknown: counted"}
+    lines = [f"Memory per rank (GiB; {where}; vLLM takes gpu_memory_utilization={utilization:g} of the GPU, "
+             f"a reserve of {memory.gib(reserve)} GiB for activations, CUDA graphs and context):",
+             f"  weights per recipe (embedding {memory.gib(2 * memory.embedding_rows(plan) * plan.model.hidden_size)} "
+             f"GiB BF16, {tied[plan.model.tie_word_embeddings]}; fp8 scales {memory.fp8_scheme_of(plan)}): "
+             + ", ".join(f"{r} {memory.gib(w[r].total)}" for r in memory.RECIPES),
+             "  K/V cache per token on this rank: " + ", ".join(f"{d} {per_token[d]} B" for d in KV_BYTES)
+             + ("; sliding-window and chunked layers hold at most their window of each sequence"
+                if any(a.sliding_window or a.attention_chunk_size for a in plan.attention) else "")]
+    if plan.mixers_not_timed:
+        lines.append("  not counted: the recurrent or indexer state of the mixers not timed "
+                     f"({', '.join(x.name for x in plan.mixers_not_timed)})")
+    rows = [["GPU GiB", "recipe", "weights", "usable", "K/V budget", "K/V tokens bf16", "K/V tokens fp8"]]
+    notes = []
+    for size in sizes_gib:
+        for recipe in memory.RECIPES:
+            est = {d: memory.estimate(plan, recipe, d, int(size * 2**30), gpu_memory_utilization=utilization)
+                   for d in KV_BYTES}
+            e = est["bf16"]
+            if not e.weights_fit:
+                notes.append(f"  {size:g} GiB {recipe}: does not fit: weights {memory.gib(e.weight_bytes)} GiB > "
+                             f"{memory.gib(e.usable_bytes)} GiB usable")
+            elif not e.kv_fits_any:
+                notes.append(f"  {size:g} GiB {recipe}: no room for K/V: weights {memory.gib(e.weight_bytes)} GiB + "
+                             f"reserve {memory.gib(e.reserve_bytes)} GiB > {memory.gib(e.usable_bytes)} GiB usable")
+            tokens = [f"{est[d].kv_tokens_fit:,}" if est[d].kv_fits_any else "-" for d in KV_BYTES]
+            rows.append([f"{size:g}", recipe, memory.gib(e.weight_bytes), memory.gib(e.usable_bytes),
+                         memory.gib(e.kv_budget_bytes) if e.kv_fits_any else "-", *tokens])
+    return lines + _table(rows, right={0, 2, 3, 4, 5, 6}) + notes
 
 
 def format_plan(plan: Plan) -> str:
@@ -74,6 +159,9 @@ def format_plan(plan: Plan) -> str:
             if e.top_k > e.experts:
                 lines.append(f"  note[{e.name}]: wide EP: top_k={e.top_k} > {e.experts} local experts "
                              f"(routing spans all {e.global_experts})")
+    attention = attention_lines(plan)
+    if attention:
+        lines += [""] + attention
     lines.append("")
     for u in plan.unsupported:
         lines.append(f"# unsupported: {u.module} ({u.n} x {u.k}): {u.reason}")
@@ -85,8 +173,8 @@ def format_plan(plan: Plan) -> str:
             lines.append(f"# cross-check against {check.against}: {len(check.differences)} difference(s)")
             lines += [f"# cross-check {d}" for d in check.differences]
         else:
-            lines.append(f"# cross-check against {check.against}: match (every per-rank GEMM and fused-MoE "
-                         "shape and count agrees)")
+            lines.append(f"# cross-check against {check.against}: match (every per-rank GEMM, fused-MoE and "
+                         "attention shape and count agrees)")
     if plan.complete:
         lines.append("# plan complete")
     else:
@@ -94,4 +182,4 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["format_plan"]
+__all__ = ["KV_BYTES", "DEFAULT_GPU_MEM_GIB", "attention_lines", "memory_lines", "format_plan"]

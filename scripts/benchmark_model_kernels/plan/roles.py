@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..vllm_rules import attention as vllm_attention
 from ..vllm_rules import moe as vllm_moe
 from ..vllm_rules import sharding
 from ..vllm_rules.config import config_value
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
-from .schema import Unsupported
+from .schema import AttentionEntry, MixerNotTimed, Unsupported
 
 #: Leaf names of attention output projections.
 ATTN_OUT = ("o_proj", "dense", "out_proj", "c_proj", "wo")
@@ -147,6 +148,7 @@ def _attention(ctx: Context, g: Group) -> None:
             return
         n_r = sharding.qkv_per_rank(hq, hkv2 // 2, d, tp)
         emit(ctx, out, "qkv_proj", [path(fused)], (n, k, bias), per_rank=(n_r, k))
+        _attention_entry(ctx, g, hq, hkv2 // 2, d, d)
     else:
         qn, k, bias = left.pop("q_proj")
         kn, _, _ = left.pop("k_proj")
@@ -173,7 +175,21 @@ def _attention(ctx: Context, g: Group) -> None:
         if not has_v:
             ctx.note("K=V attention layers (no v_proj): fused QKV keeps a V slot, k_proj loaded into K and V")
         emit(ctx, out, "qkv_proj", mods, (qn, k, bias), per_rank=(n_r, k))
+        _attention_entry(ctx, g, hq, hkv, d, d_v)
     _out_proj(ctx, g, "o_proj", "attention output projection")
+
+
+def _attention_entry(ctx: Context, g: Group, hq: int, hkv: int, d: int, d_v: int, kv_shared: bool = False) -> None:
+    """The layer's softmax attention as one rank runs it: heads per rank
+    (vllm_rules.attention.mha_heads_per_rank), head sizes as the q/k/v widths hold them, and the
+    window or chunk vLLM builds for this layer index (layer_window, layer_chunk)."""
+    index = g.scan.index
+    window, chunk = vllm_attention.layer_window(ctx.cfg, index), vllm_attention.layer_chunk(ctx.cfg, index)
+    hq_r, hkv_r = vllm_attention.mha_heads_per_rank(hq, hkv, ctx.tp)
+    name = "attn" + (".sliding" if window else ".chunked" if chunk else "") + (".kv_shared" if kv_shared else "")
+    g.scan.out.attention.append(AttentionEntry(
+        name, (g.scan.full(g.parent),), "mha", 1, hq_r, hkv_r, d, d_v, hq, hkv,
+        sliding_window=window, attention_chunk_size=chunk, kv_shared=kv_shared))
 
 
 def _layer_heads(ctx: Context, pmod: Any) -> int:
@@ -199,6 +215,12 @@ def _query_only_attention(ctx: Context, g: Group) -> None:
         return
     hq_r = sharding.require_divides(hq, ctx.tp, "num_attention_heads")
     emit(ctx, out, "q_proj", [path("q_proj")], (qn, k, bias), per_rank=(hq_r * d, k))
+    # The K/V heads of the layer whose cache it reads: the module's query heads per KV head.
+    groups = getattr(g.module, "num_key_value_groups", None)
+    if isinstance(groups, int) and groups > 0 and hq % groups == 0:
+        _attention_entry(ctx, g, hq, hq // groups, d, d, kv_shared=True)
+    else:
+        ctx.note(f"KV-shared attention {g.path('q_proj')}: no K/V head count on the module; no attention entry")
     ctx.note("KV-shared attention layers (no k_proj/v_proj): q_proj and o_proj only, K and V read from an "
              "earlier layer")
     _out_proj(ctx, g, "o_proj", "attention output projection")
@@ -234,6 +256,8 @@ def _cross_attention(ctx: Context, g: Group) -> None:
          per_rank=(2 * hkv_r * d, kk))
     ctx.note("cross-attention layers: cross_attn.kv_proj runs on the encoder (vision) tokens, "
              "not on the text tokens of the step")
+    out.mixers.append(MixerNotTimed("cross_attn", (g.scan.full(g.parent),), 1,
+                                    vllm_attention.cross_attention_reason()))
     _out_proj(ctx, g, "cross_attn.o_proj", "cross-attention output projection")
 
 
@@ -254,6 +278,13 @@ def _mla(ctx: Context, g: Group) -> None:
         if leaf in left:
             emit(ctx, out, role, [path(leaf)], left.pop(leaf), what=leaf)
     _out_proj(ctx, g, "o_proj", "MLA o_proj")
+    heads = int(ctx.num_heads)
+    rank, rope = int(config_value(ctx.cfg, "kv_lora_rank")), int(config_value(ctx.cfg, "qk_rope_head_dim"))
+    q_r, d_qk, d_vo = vllm_attention.mla_absorbed(heads, rank, rope, ctx.tp)
+    window = vllm_attention.layer_window(ctx.cfg, g.scan.index)
+    out.attention.append(AttentionEntry("mla" + (".sliding" if window else ""), (g.scan.full(g.parent),), "mla", 1,
+                                        q_r, 1, d_qk, d_vo, heads, 1, kv_lora_rank=rank, qk_rope_head_dim=rope,
+                                        sliding_window=window))
 
 
 def _indexer(ctx: Context, g: Group) -> None:
@@ -265,6 +296,11 @@ def _indexer(ctx: Context, g: Group) -> None:
         wk, wp = left.pop("wk"), left.pop("weights_proj")
         emit(ctx, out, "indexer.wk_weights_proj", [path("wk"), path("weights_proj")],
              (wk[0] + wp[0], wk[1], wk[2] or wp[2]))
+    heads, dim = config_value(ctx.cfg, "index_n_heads"), config_value(ctx.cfg, "index_head_dim")
+    topk = config_value(ctx.cfg, "index_topk")
+    if heads and dim and topk:
+        out.mixers.append(MixerNotTimed("indexer", (g.scan.full(g.parent),), 1,
+                                        vllm_attention.indexer_reason(int(heads), int(dim), int(topk))))
 
 
 def _mamba(ctx: Context, g: Group) -> None:
@@ -279,6 +315,9 @@ def _mamba(ctx: Context, g: Group) -> None:
     n_r = sharding.mamba2_in_proj_per_rank(inter, groups, state, heads, ctx.tp)
     emit(ctx, out, "mamba.in_proj", [path("in_proj")], (n, k, bias), per_rank=(n_r, k))
     emit(ctx, out, "mamba.out_proj", [path("out_proj")], left.pop("out_proj"), what="mamba out_proj")
+    groups_r = groups // ctx.tp if groups % ctx.tp == 0 else 1
+    out.mixers.append(MixerNotTimed("mamba", (g.scan.full(g.parent),), 1, vllm_attention.mamba2_reason(
+        heads // ctx.tp, inter // heads, groups_r, state)))
 
 
 def _mamba1(ctx: Context, g: Group) -> None:
@@ -298,6 +337,8 @@ def _mamba1(ctx: Context, g: Group) -> None:
     emit(ctx, out, "mamba.x_proj", [path("x_proj")], left.pop("x_proj"), per_rank=(x_n, i_r))
     emit(ctx, out, "mamba.dt_proj", [path("dt_proj")], left.pop("dt_proj"), per_rank=(i_r, dt_k))
     emit(ctx, out, "mamba.out_proj", [path("out_proj")], left.pop("out_proj"), what="mamba out_proj")
+    state = (x_n - dt_k) // 2
+    out.mixers.append(MixerNotTimed("mamba1", (g.scan.full(g.parent),), 1, vllm_attention.mamba1_reason(i_r, state)))
 
 
 def _short_conv(ctx: Context, g: Group) -> None:
@@ -311,6 +352,8 @@ def _short_conv(ctx: Context, g: Group) -> None:
     shard = sharding.require_divides(k, ctx.tp, "short conv width (hidden_size)")
     emit(ctx, out, "short_conv.in_proj", [path("in_proj")], left.pop("in_proj"), per_rank=(3 * shard, k))
     emit(ctx, out, "short_conv.out_proj", [path("out_proj")], left.pop("out_proj"), what="short conv out_proj")
+    out.mixers.append(MixerNotTimed("short_conv", (g.scan.full(g.parent),), 1,
+                                    vllm_attention.short_conv_reason(shard)))
 
 
 def _gdn(ctx: Context, g: Group) -> None:
@@ -337,6 +380,8 @@ def _gdn(ctx: Context, g: Group) -> None:
     if "out_proj" in left:
         on, ok, obias = left.pop("out_proj")
         emit(ctx, out, "gdn.out_proj", [path("out_proj")], (on, ok, obias), per_rank=(on, out_k))
+    out.mixers.append(MixerNotTimed("gdn", (g.scan.full(g.parent),), 1, vllm_attention.gdn_reason(
+        hk // ctx.tp, hv // ctx.tp, dk, dv)))
 
 
 # ------------------------------------------------------------------------ MLP

@@ -60,6 +60,9 @@ class ModelInfo:
     from its `quantization_config` (vllm_rules.quant_config.checkpoint_fp8_scheme)."""
     fp8_scheme_source: str = ""
     """Why `fp8_scheme` is what it is (the config keys read, or vLLM's online FP8)."""
+    tie_word_embeddings: bool | None = None
+    """The lm_head shares the input embedding's tensor (config `tie_word_embeddings`, as vLLM's
+    model classes read it); None in plans written before the field (memory then counts both)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,12 @@ class AttentionEntry:
     """MLA: the decoupled RoPE key width stored beside the latent; 0 for MHA."""
     sliding_window: int = 0
     """Tokens a query attends back over; 0 for full (global) attention."""
+    attention_chunk_size: int = 0
+    """Llama 4's chunked local attention: a query attends only to the tokens of its own chunk of
+    this many (vLLM's ChunkedLocalAttention); 0 for none."""
+    kv_shared: bool = False
+    """The layer reads the K/V cache an earlier layer wrote (Gemma 4's last num_kv_shared_layers):
+    its attention runs, it holds no cache of its own."""
 
     @property
     def kv_elements_per_token(self) -> int:
@@ -321,6 +330,10 @@ INT_RANGES: dict[tuple[type, str], tuple[int, int]] = {
     **{(ModelInfo, f): (0, MAX_DIM) for f in ("num_hidden_layers", "hidden_size", "vocab_size")},
     **{(Unsupported, f): (0, MAX_DIM) for f in ("n", "k")},
     **{(Plan, f): (1, MAX_COUNT) for f in ("tp", "ep")},
+    **{(AttentionEntry, f): (1, MAX_DIM) for f in ("num_q_heads", "num_kv_heads", "head_dim_qk", "head_dim_vo",
+                                                    "total_q_heads", "total_kv_heads")},
+    (AttentionEntry, "layers"): (1, MAX_COUNT),
+    (MixerNotTimed, "layers"): (1, MAX_COUNT),
 }
 #: (class, field) -> the strings it may hold.
 CHOICES: dict[tuple[type, str], tuple[str, ...]] = {

@@ -52,6 +52,7 @@ from .analysis import (
 )
 from .md_text import fmt_us, fmt_x
 from .md_text import table as _table
+from .memory import memory_section
 from .quality import quality_lines
 
 #: What the per-step roll-up leaves out; printed under every roll-up.
@@ -523,6 +524,7 @@ def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int 
     if not a.rows:
         return lines + ["results.json has no rows: nothing was measured.", ""]
     lines += [f"{h}# Per-step roll-up (GEMM + MoE kernels only)", ""] + _rollup_lines(a) + [""]
+    lines += memory_section(a.results, a.ms, f"{h}#")
     lines += [f"{h}# Per-module times by M", ""]
     lines += [
         "Times are medians in microseconds, one rank. Shapes are per-rank logical (what vLLM's layer "
