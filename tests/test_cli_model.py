@@ -60,7 +60,8 @@ def test_preview_counts_what_the_target_gpu_runs_and_the_weights_per_rank(capsys
     rc, out, err = run(["llama-3.1-8b", "--tp", "1", "--ms", "8", "--print_only", "--assume_cc",
                         "9.0"], capsys)
     assert rc == 0, err
-    assert "# weights per rank" in out and "bf16 14.0 GiB" in out
+    memory = out.split("Memory per rank", 1)[1]
+    assert "weights per recipe" in memory and "bf16 15.0, fp8 8.5, nvfp4 5.6" in memory
     summary = out.split("# on sm_90 (--assume_cc): ", 1)[1]
     assert "backend support per GPU" not in summary and HAND.origin in summary
     nvfp4 = next(ln for ln in summary.splitlines() if ln.startswith("#   nvfp4:"))
@@ -596,16 +597,19 @@ def test_workdir_with_a_tilde_creates_no_literal_tilde_folder(tmp_path, monkeypa
 def test_a_stop_signal_while_planning_is_one_line_and_128_plus_signal(signum, tmp_path):
     """Planning writes nothing: a stop signal ends it at once, never with a traceback, and never
     lost in one of the meta build's `__del__`s (Python swallows a KeyboardInterrupt raised there)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no kept plan: it really plans
     r = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), "deepseek-v3",
-                          "--tp", "8", "--print_only", "--plan_json", str(tmp_path / "plan.json")],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          "--tp", "8", "--print_only", "--plan_json", str(work / "plan.json")],
+                         cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(0.5)
     r.send_signal(signum)
     out, err = r.communicate(timeout=60)
     assert r.returncode == 128 + signum, (out, err)
     assert err == f"interrupted by {signal.Signals(signum).name} while planning deepseek-v3; nothing was written\n"
-    assert out == "" and os.listdir(tmp_path) == []
+    assert out == "" and os.listdir(work) == []
 
 
 def test_gpus_of_two_models_is_one_line_exit_2_before_planning(tmp_path, capsys, monkeypatch):

@@ -14,7 +14,6 @@ import sys
 from .cases.build import build_cases
 from .cases.capabilities import Capabilities, load_capabilities
 from .cases.schema import DTYPES
-from .cases.weights import weight_memory_line
 from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
 from .files import (
@@ -367,7 +366,6 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     if args.cross_check:
         plan = _cross_checked(plan, model, args)
     sys.stdout.write(preview.format_plan(plan))
-    print(weight_memory_line(plan))
     sizes, where = memory_sizes(args)
     print("\n".join(preview.memory_lines(plan, sizes, args.gpu_memory_utilization, where)))
     if args.print_only and getattr(args, "assume_cc", None):
