@@ -76,5 +76,6 @@ def test_a_driver_row_without_samples_says_why_in_spread_note():
     assert row.p50_us is None and row.n_samples is None and "recorded no bench_gpu_time" in row.spread_note
 
 
-def test_the_routine_modules_are_the_gemm_and_moe_families():
-    assert ROUTINE_MODULES == ("routines.gemm", "routines.moe")
+def test_the_routine_modules_are_the_gemm_moe_and_attention_families():
+    assert ROUTINE_MODULES == ("routines.gemm", "routines.moe", "routines.attention")
+

@@ -271,10 +271,13 @@ def specs_for(kind: str, dtype: str, caps: Capabilities = HAND) -> tuple[Backend
 
 
 def backend_names(caps: Capabilities = HAND) -> tuple[str, ...]:
-    """Every backend label `--backends` accepts: the table's, then those FlashInfer adds."""
+    """Every backend label `--backends` accepts: the table's, those FlashInfer adds, then the
+    attention routines' (cases/attention.py)."""
+    from .attention import attention_backend_names
+
     added = (s.backend for kind, dtype in {(s.kind, s.dtype) for s in BACKENDS}
              for s in specs_for(kind, dtype, caps))
-    return tuple(dict.fromkeys((*BACKEND_NAMES, *added)))
+    return tuple(dict.fromkeys((*BACKEND_NAMES, *added, *attention_backend_names(caps))))
 
 
 def find_spec(kind: str, dtype: str, routine: str, backend: str, variant: str) -> BackendSpec | None:

@@ -7,7 +7,6 @@ limit rules out (`cases/backends.py`), so no GPU time is spent on a cell whose a
 
 from __future__ import annotations
 
-import re as _re
 from dataclasses import replace as _replace
 from typing import Sequence
 
@@ -18,9 +17,11 @@ from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.padding import physical_gemm, physical_moe
 from ..vllm_rules.sharding import first_local_expert
 from . import backends as bk
+from .attention import DEFAULT_SWEEP, AttentionSweep, attention_cases
 from .backends import DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
 from .capabilities import HAND, Capabilities
 from .schema import DTYPES, MODES, Case, GemmShape, MoeShape
+from .schema import id_part as _id_part
 
 #: FlashInfer `ActivationType` names at v0.6.17 (flashinfer/tllm_enums.py), InvalidType excluded.
 FLASHINFER_ACTIVATIONS = ("Gelu", "Relu", "Silu", "Swiglu", "Geglu", "SwigluBias", "Relu2",
@@ -28,11 +29,6 @@ FLASHINFER_ACTIVATIONS = ("Gelu", "Relu", "Silu", "Swiglu", "Geglu", "SwigluBias
 
 #: `--cutlass_variant` of cutlass_fused_moe per recipe (driver moe.py:286-292).
 _CUTLASS_VARIANT = {"bf16": "base", "fp8": "fp8", "nvfp4": "nvfp4"}
-
-
-def _id_part(text: str) -> str:
-    """Case ids keep only [A-Za-z0-9._-] (they are file names and the driver's --case_tag)."""
-    return _re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
 def _case_id(kind: str, name: str, m: int, dtype: str, backend: str, variant: str) -> str:
@@ -165,13 +161,15 @@ def check_filters(ms: Sequence[int], dtypes: Sequence[str],
 def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                 backends: Sequence[str] | None = None,
                 compute_capability: tuple[int, int] | None = None,
-                caps: Capabilities = HAND) -> list[Case]:
+                caps: Capabilities = HAND,
+                attention: AttentionSweep = DEFAULT_SWEEP) -> list[Case]:
     """Every measurement to make for `plan` at token counts `ms`.
 
     One Case per (entry, M, dtype, backend[, variant][, with_quant]), ordered by plan order (GEMMs,
-    then MoE), then M, dtype, backend (backends.BACKENDS order); a with_quant twin follows its
-    kernel-only case. `backends=None` means all; `compute_capability=None` (no GPU, dry run) skips
-    nothing for capability, but vLLM and shape limits still set `skip_reason`. `caps`: what the
+    then MoE, then attention: `cases/attention.py`, swept as `attention` says), then M, dtype,
+    backend (backends.BACKENDS order); a with_quant twin follows its kernel-only case.
+    `backends=None` means all; `compute_capability=None` (no GPU, dry run) skips nothing for
+    capability, but vLLM and shape limits still set `skip_reason`. `caps`: what the
     installed FlashInfer says about its backends (`capabilities.load_capabilities`); the hand
     table answers without it.
     """
@@ -235,6 +233,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                              gated=entry.gated, routing=entry.routing, driver_args=argv),
                         spec, reason)
 
+    cases += attention_cases(plan, ms, attention, backends, compute_capability, caps)
     seen: set[str] = set()
     for case in cases:
         if case.case_id in seen:

@@ -3,7 +3,8 @@ the checkout's driver tables, given --benchmarks_dir) and prints its answers as 
 
     python -m benchmark_model_kernels.cases.capability_probe [--benchmarks_dir DIR]
 
-Routines asked about: every driver routine of the hand table (`backends.BACKENDS`). Backend names
+Routines asked about: every driver routine of the hand table (`backends.BACKENDS`) and the attention
+routines (`attention.ATTENTION_ROUTINES`, answered by the driver's table only). Backend names
 asked about: the driver's `--backends` choices (read from the parser the driver builds) and the
 hand table's names. On failure it prints {"error": "<what>"}; it never touches a GPU.
 """
@@ -16,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from .attention import ATTENTION_ROUTINES
 from .backends import BACKENDS
 from .capabilities import PROBED_CCS, Support
 
@@ -63,7 +65,7 @@ def probe(benchmarks_dir: str) -> dict[str, Any]:
     import flashinfer
 
     version = str(getattr(flashinfer, "__version__", "") or "")
-    routines = tuple(dict.fromkeys(s.routine for s in BACKENDS if s.driver))
+    routines = tuple(dict.fromkeys([*(s.routine for s in BACKENDS if s.driver), *ATTENTION_ROUTINES]))
     names = list(dict.fromkeys(s.backend for s in BACKENDS if s.driver))
     table: dict[str, Any] = {}
     origin = f"flashinfer {version}: the library's support checks"

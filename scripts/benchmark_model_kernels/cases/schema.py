@@ -8,17 +8,29 @@ quant case to its worker process.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..plan.schema import Routing
 
-KINDS = ("gemm", "moe")
+KINDS = ("gemm", "moe", "attention")
 #: Timing modes: "graph" replays the op in a CUDA graph (launch overhead hidden, how vLLM runs
 #: decode), "eager" launches it plainly (the overhead shows, and launches per call are counted).
 MODES = ("graph", "eager")
 #: Recipes: W16A16, FP8 per-tensor W8A8, NVFP4 W4A4.
 DTYPES = ("bf16", "fp8", "nvfp4")
+#: KV-cache dtypes of an attention case (its `dtype`): vLLM's kv_cache_dtype "auto" (the model's
+#: BF16) and "fp8" (e4m3). The query is BF16 in both.
+KV_DTYPES = ("bf16", "fp8")
+#: Attention phases: "decode" (M sequences, one new token each, over kv_len cached tokens) and
+#: "prefill" (one sequence of L tokens, causal).
+PHASES = ("decode", "prefill")
+
+
+def id_part(text: str) -> str:
+    """Case ids keep only [A-Za-z0-9._-] (they are file names and the driver's --case_tag)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
 @dataclass(frozen=True)
@@ -46,16 +58,57 @@ class MoeShape:
 
 
 @dataclass(frozen=True)
+class AttentionShape:
+    """One attention layer of one rank for one step: `batch_size` sequences of `q_len` new tokens,
+    each reading `kv_len` cached tokens (paged, `page_size` tokens a page; 0: ragged K/V)."""
+
+    phase: str
+    """"decode" or "prefill" (PHASES)."""
+    batch_size: int
+    """Sequences: M for decode, 1 for prefill."""
+    q_len: int
+    """New (query) tokens per sequence: 1 for decode, L for prefill."""
+    kv_len: int
+    """K/V tokens each sequence's queries read: the context, or the sliding window when that is
+    shorter (a windowed decode reads min(context, window) tokens)."""
+    context_len: int
+    """Tokens in each sequence's context (the --kv_lens or --prefill_lens value)."""
+    num_q_heads: int
+    num_kv_heads: int
+    """K/V heads on this rank (1 for MLA: one latent shared by all heads)."""
+    head_dim_qk: int
+    """Query/key head dim (MLA decode: kv_lora_rank + qk_rope_head_dim)."""
+    head_dim_vo: int
+    """Value/output head dim (MLA decode: kv_lora_rank)."""
+    page_size: int = 0
+    """Tokens per KV page (vLLM's block size); 0 for the ragged prefill routine."""
+    kv_lora_rank: int = 0
+    """MLA: the latent width (the driver's --head_dim_ckv); 0 for MHA."""
+    qk_rope_head_dim: int = 0
+    """MLA: the RoPE key width stored beside the latent (--head_dim_kpe); 0 for MHA."""
+    sliding_window: int = 0
+    """The layer's window (0: full attention)."""
+    causal: bool = False
+    """Causal mask over the new tokens (prefill)."""
+
+    @property
+    def tokens(self) -> int:
+        """Query tokens of the step: batch_size * q_len (the case's M)."""
+        return self.batch_size * self.q_len
+
+
+@dataclass(frozen=True)
 class Case:
     """One measurement to make. Every Case becomes exactly one results Row."""
 
     case_id: str
     """Unique and stable across runs (used by --resume and as the driver's --case_tag):
-    "<kind>.<name>.m<M>.<dtype>.<backend>[.<variant>][.eager][.q]" with only [A-Za-z0-9._-]."""
+    "<kind>.<name>.m<M>.<dtype>.<backend>[.<variant>][.eager][.q]" with only [A-Za-z0-9._-];
+    attention: "attention.<name>.<phase>.m<M>[.kv<KV length>].<kv dtype>.<backend>[.eager]"."""
     kind: str
-    """"gemm" or "moe"."""
+    """"gemm", "moe" or "attention"."""
     name: str
-    """Plan entry name ("qkv_proj", "experts", ...) or the --nks name."""
+    """Plan entry name ("qkv_proj", "experts", "attn", ...) or the --nks name."""
     modules: tuple[str, ...]
     layers: int
     """Per-step invocation count, copied from the plan (1 for --nks shapes)."""
@@ -63,7 +116,7 @@ class Case:
     """Tokens M of this step in this rank's attention. An MoE case runs `logical.num_tokens` =
     M * EP/TP under expert parallelism (vllm_rules.sharding.moe_tokens_per_m)."""
     dtype: str
-    """"bf16", "fp8" or "nvfp4"."""
+    """"bf16", "fp8" or "nvfp4"; attention: the KV-cache dtype ("bf16" or "fp8", KV_DTYPES)."""
     backend: str
     """Backend label as the user filters it: "cudnn", "cublas", "cublaslt", "cutlass", "trtllm",
     "cute-dsl", "trtllm_low_latency", "torch", ..."""
@@ -72,10 +125,10 @@ class Case:
     "trtllm_fp8_per_tensor_scale_moe", "trtllm_fp4_block_scale_moe", "cute_dsl_fp4_block_scale_moe")
     or a torch op label ("torch.linear", "torch._scaled_mm", "torch._grouped_mm",
     "torch._scaled_grouped_mm")."""
-    logical: GemmShape | MoeShape
+    logical: GemmShape | MoeShape | AttentionShape
     """Shape as vLLM's layer has it (per rank)."""
-    physical: GemmShape | MoeShape
-    """Shape the kernel actually runs after this backend's vLLM padding."""
+    physical: GemmShape | MoeShape | AttentionShape
+    """Shape the kernel actually runs after this backend's vLLM padding (attention: the same)."""
     variant: str = ""
     """Extra label: "per_tensor", "per_token" (torch FP8 dynamic), "quantized_input" (cutlass NVFP4
     MoE with FP4 activations), "" otherwise."""
@@ -102,6 +155,9 @@ class Case:
 
     mode: str = "graph"
     """"graph" (CUDA-graph replay) or "eager" (plain launches); eager ids end in ".eager"."""
+    note: str = ""
+    """A caveat the row carries whatever its outcome, e.g. an attention decode over a sliding
+    window timed over the window's tokens; "" for none."""
 
     @property
     def base_case_id(self) -> str:
@@ -128,7 +184,7 @@ class Case:
     def from_dict(cls, d: dict[str, Any]) -> Case:
         """The Case `to_dict` made (shapes, routing and tuples rebuilt from plain JSON)."""
         d = dict(d)
-        shape = GemmShape if d["kind"] == "gemm" else MoeShape
+        shape = {"gemm": GemmShape, "moe": MoeShape, "attention": AttentionShape}[d["kind"]]
         d["logical"] = shape(**d["logical"])
         d["physical"] = shape(**d["physical"])
         if d.get("routing") is not None:

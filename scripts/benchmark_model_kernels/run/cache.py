@@ -52,7 +52,10 @@ CACHE_FORMAT = 1
 LABEL_FIELDS = ("case_id", "name", "modules", "layers", "vllm_default", "skip_reason")
 #: RunSettings fields that never change a row (where the autotuner keeps its file; how long a
 #: case may take before it is failed; the run's other timing modes: each case has its own).
-UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes")
+#: The attention sweep settings decide which cases exist, not how one is timed (its case carries
+#: its shape), so they are no part of a key either.
+UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes", "attention", "kv_lens", "prefill_lens",
+                    "kv_dtypes", "page_size")
 #: Machine fields without which nothing is cached: a number from an unknown GPU or stack must
 #: never be served for another.
 REQUIRED_MACHINE = ("gpu", "compute_capability", "driver", "torch")

@@ -22,9 +22,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-#: The driver modules whose routines this tool runs (GEMM and MoE) and that import
-#: `bench_gpu_time` by name from flashinfer.testing.utils.
-ROUTINE_MODULES = ("routines.gemm", "routines.moe")
+#: The driver modules whose routines this tool runs (GEMM, MoE and attention) and that import
+#: `bench_gpu_time` by name from flashinfer.testing.utils (attention.py at release-v0.6.18 too).
+ROUTINE_MODULES = ("routines.gemm", "routines.moe", "routines.attention")
 
 
 @contextlib.contextmanager

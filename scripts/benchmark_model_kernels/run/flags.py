@@ -13,10 +13,11 @@ import math
 import os
 from dataclasses import dataclass
 
+from ..cases.attention import DEFAULT_KV_LENS, VLLM_BLOCK_SIZE, AttentionSweep, check_sweep
 from ..cases.backends import TORCH, TRITON, backend_names
 from ..cases.build import check_filters
 from ..cases.capabilities import HAND, load_capabilities
-from ..cases.schema import DTYPES, MODES
+from ..cases.schema import DTYPES, KV_DTYPES, MODES
 from ..errors import UsageError
 from ..files import path_arg
 from . import devices
@@ -152,6 +153,29 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "--allow_cuda_events", action="store_true",
         help="Accept rows FlashInfer timed with CUDA events/graphs because CUPTI was unavailable "
         "(otherwise those rows are failed).")
+    a = parser.add_argument_group("attention (FlashInfer's attention routines, per layer type of the plan)")
+    a.add_argument(
+        "--kv_lens", type=int, nargs="+", metavar="TOKENS", default=list(DEFAULT_KV_LENS),
+        help="Cached tokens each decode sequence reads, e.g. --kv_lens 1024 32768 (default "
+        f"{' '.join(map(str, DEFAULT_KV_LENS))}). Decode at M runs M sequences of one new token "
+        "each over that many tokens; a sliding-window layer reads at most its window.")
+    a.add_argument(
+        "--prefill_lens", type=int, nargs="+", metavar="TOKENS", default=[],
+        help="Also time prefill: one sequence of this many prompt tokens, causal, e.g. "
+        "--prefill_lens 2048 8192 (default: no prefill rows).")
+    a.add_argument(
+        "--kv_dtypes", nargs="+", metavar="DTYPE", choices=KV_DTYPES, default=list(KV_DTYPES),
+        help="KV-cache dtypes, e.g. --kv_dtypes bf16 (vLLM's default kv_cache_dtype auto, the "
+        "model's BF16) or --kv_dtypes bf16 fp8 (default: both; the query stays BF16).")
+    a.add_argument(
+        "--page_size", type=int, metavar="TOKENS", default=VLLM_BLOCK_SIZE,
+        help=f"Tokens per KV-cache page (vLLM's --block-size), e.g. --page_size 64 (default "
+        f"{VLLM_BLOCK_SIZE}, vLLM's default block size); a power of two. A backend that runs other "
+        "page sizes only gets unsupported rows that say which it runs.")
+    a.add_argument(
+        "--no_attention", action="store_true",
+        help="Leave attention out: time only the GEMM and MoE rows, e.g. to compare with a run "
+        "made before attention rows existed.")
 
 
 def check_settings(args: argparse.Namespace) -> None:
@@ -165,6 +189,17 @@ def check_settings(args: argparse.Namespace) -> None:
         raise UsageError("--case_timeout", args.case_timeout,
                          "must be a positive, finite number of seconds, e.g. --case_timeout 300")
     modes_of(args)
+    check_sweep(sweep_from_args(args))
+
+
+def sweep_from_args(args: argparse.Namespace) -> AttentionSweep:
+    """The attention sweep the flags ask for (the CLIs' defaults where a flag is absent)."""
+    return AttentionSweep(
+        kv_lens=tuple(getattr(args, "kv_lens", None) or DEFAULT_KV_LENS),
+        prefill_lens=tuple(getattr(args, "prefill_lens", None) or ()),
+        kv_dtypes=tuple(getattr(args, "kv_dtypes", None) or KV_DTYPES),
+        page_size=getattr(args, "page_size", VLLM_BLOCK_SIZE),
+        enabled=not getattr(args, "no_attention", False))
 
 
 def modes_of(args: argparse.Namespace) -> tuple[str, ...]:
@@ -186,6 +221,7 @@ def modes_of(args: argparse.Namespace) -> tuple[str, ...]:
 def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
     check_settings(args)
     cache = args.autotune_cache or os.path.join(workdir, DEFAULT_AUTOTUNE_CACHE)
+    sweep = sweep_from_args(args)
     return RunSettings(
         dry_run_iters=args.dry_run_iters,
         num_iters=args.num_iters,
@@ -196,6 +232,11 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
         autotune_cache=os.path.abspath(cache),
         allow_cuda_events=args.allow_cuda_events,
         case_timeout=float(args.case_timeout),
+        attention=sweep.enabled,
+        kv_lens=sweep.kv_lens,
+        prefill_lens=sweep.prefill_lens,
+        kv_dtypes=sweep.kv_dtypes,
+        page_size=sweep.page_size,
     )
 
 
@@ -318,5 +359,6 @@ __all__ = [
     "modes_of",
     "parse_cc",
     "settings_from_args",
+    "sweep_from_args",
     "validate_args",
 ]

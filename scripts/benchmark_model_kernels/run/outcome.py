@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cases.schema import Case, GemmShape, MoeShape
+from ..cases.attention import ATTENTION_ROUTINES, NO_REFCHECK
+from ..cases.schema import AttentionShape, Case, GemmShape, MoeShape
 from .correctness import DRIVER_REFCHECK
 from .driver_capture import driver_spread
 from .results import Row, RunSettings
@@ -35,6 +36,15 @@ from .timing import cupti_fallback_in, cupti_fallback_reason, percentiles
 _NO_BACKENDS = re.compile(r"\[ERROR\] No backends (?:passed validation|to test)\. Exiting\.")
 _DOES_NOT_SUPPORT = re.compile(r"\[INFO\] (\S+) backend does not support (this configuration: .*|autotune)")
 _NOT_ON_CC = re.compile(r"\[WARNING\] \S+ for routine \S+ is not supported on compute capability .*")
+#: The attention routines' own skip lines (benchmarks/routines/attention.py at release-v0.6.18),
+#: printed before the backend is dropped: "[INFO] FA2 backend does not support FP8. Skipping.",
+#: "[INFO] cuDNN decode requires BF16 output. Skipping.", "[INFO] cuDNN FP8 prefill requires
+#: cuDNN >= 9.17.1. Current version: 0. Skipping cudnn backend.", "[INFO] Cutlass MLA backend only
+#: supports page size 32 or 64. Skipping.", `_drop_backend`'s "[INFO] {backend} backend {reason}.
+#: Skipping.", and two without the word: "[INFO] trtllm-gen backend currently requires causal =
+#: True", "[INFO] CUTLASS backend requires head dimension to be 128 or 192".
+_ATTENTION_SKIP = re.compile(
+    r"\[INFO\] (?:.*\. Skipping(?: [\w-]+ backend)?\.|\S+ backend (?:currently )?requires .*)$")
 _LOGGER_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")  # "2026-11-30 20:22:02,227 - INFO - ..."
 _ERROR_LINE = re.compile(r"\[ERROR\] Error: (.*)")
 _ARGPARSE_ERROR = re.compile(r"^\S*: error: .*$", re.MULTILINE)
@@ -195,6 +205,8 @@ def driver_check(routine: str, settings: RunSettings) -> dict[str, Any]:
         return {"check": "", "check_note": "not checked (--no_check)"}
     if routine in DRIVER_REFCHECK:
         return {"check": "passed", "check_note": f"FlashInfer driver --refcheck: {DRIVER_REFCHECK[routine]}"}
+    if routine in ATTENTION_ROUTINES:
+        return {"check": "", "check_note": NO_REFCHECK}
     return {"check": "", "check_note": f"not checked: FlashInfer's driver has no reference check for "
             f"{routine} (v0.6.17 benchmarks/routines/moe.py)"}
 
@@ -216,7 +228,7 @@ def support_statements(log_text: str) -> list[str]:
     lines = log_text.splitlines()
     out: list[str] = []
     for i, line in enumerate(lines):
-        if _NOT_ON_CC.match(line.strip()):
+        if _NOT_ON_CC.match(line.strip()) or _ATTENTION_SKIP.match(line.strip()):
             out.append(line.strip())
         elif _DOES_NOT_SUPPORT.match(line.strip()):
             parts = [line.strip()]
@@ -410,13 +422,21 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
                  "phys_hidden": ph.hidden, "phys_intermediate": ph.intermediate,
                  "activation": case.activation,
                  "routing_method": case.routing.method if case.routing else ""}
+    elif isinstance(lg, AttentionShape):
+        shape = {"num_tokens": lg.tokens, "phase": lg.phase, "batch_size": lg.batch_size,
+                 "q_len": lg.q_len, "kv_len": lg.kv_len, "context_len": lg.context_len,
+                 "num_q_heads": lg.num_q_heads, "num_kv_heads": lg.num_kv_heads,
+                 "head_dim_qk": lg.head_dim_qk, "head_dim_vo": lg.head_dim_vo,
+                 "kv_lora_rank": lg.kv_lora_rank, "qk_rope_head_dim": lg.qk_rope_head_dim,
+                 "page_size": lg.page_size, "sliding_window": lg.sliding_window}
+    reason = "; ".join(x for x in (case.note, outcome.reason) if x)
     return Row(
         case_id=case.case_id, kind=case.kind, name=case.name, modules="|".join(case.modules),
         layers=case.layers, m=case.m, dtype=case.dtype, backend=case.backend, routine=case.routine,
         variant=case.variant, with_quant=case.with_quant, scheme=case.scheme,
         vllm_default=case.vllm_default, **shape,
         median_us=outcome.median_us, std_us=outcome.std_us, quant_us=quant_us,
-        status=outcome.status, reason=outcome.reason, timer=outcome.timer, mode=case.mode,
+        status=outcome.status, reason=reason, timer=outcome.timer, mode=case.mode,
         launches_per_call=outcome.launches_per_call, **spread_fields(outcome), **outcome.check,
     )
 

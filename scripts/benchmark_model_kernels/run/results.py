@@ -39,6 +39,8 @@ import secrets
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
 
+from ..cases.attention import DEFAULT_KV_LENS, VLLM_BLOCK_SIZE, AttentionSweep
+from ..cases.schema import KV_DTYPES
 from ..errors import shown_value
 from ..plan.schema import PlanError, validate_plan_dict
 
@@ -81,15 +83,33 @@ class RunSettings:
     """Timing modes every case runs in (--modes): "graph" (CUDA-graph replay) and/or "eager"."""
     check: bool = True
     """Compare each case's output with a reference once, outside the timed region (--no_check)."""
+    attention: bool = True
+    """Attention cases planned (--no_attention turns them off)."""
+    kv_lens: tuple[int, ...] = DEFAULT_KV_LENS
+    """Cached tokens each attention decode sequence reads (--kv_lens)."""
+    prefill_lens: tuple[int, ...] = ()
+    """Prompt lengths of the attention prefill cases (--prefill_lens; none by default)."""
+    kv_dtypes: tuple[str, ...] = KV_DTYPES
+    """KV-cache dtypes of the attention cases (--kv_dtypes)."""
+    page_size: int = VLLM_BLOCK_SIZE
+    """Tokens per KV-cache page of the attention cases (--page_size; vLLM's default block size)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSettings:
-        """The settings `asdict` wrote (JSON turns the modes tuple into a list)."""
+        """The settings `asdict` wrote (JSON turns the tuples into lists)."""
         known = {f.name for f in fields(cls)}
         kept = {k: v for k, v in d.items() if k in known}
-        if "modes" in kept:
-            kept["modes"] = tuple(kept["modes"])
+        for key in ("modes", "kv_lens", "prefill_lens", "kv_dtypes"):
+            if key in kept:
+                kept[key] = tuple(kept[key])
         return cls(**kept)
+
+    @property
+    def attention_sweep(self) -> AttentionSweep:
+        """What the attention cases cover under these settings."""
+        return AttentionSweep(kv_lens=self.kv_lens, prefill_lens=self.prefill_lens,
+                              kv_dtypes=self.kv_dtypes, page_size=self.page_size,
+                              enabled=self.attention)
 
 
 @dataclass(frozen=True)
@@ -98,7 +118,7 @@ class Row:
 
     case_id: str
     kind: str
-    """"gemm" or "moe"."""
+    """"gemm", "moe" or "attention"."""
     name: str
     """Plan entry name."""
     modules: str
@@ -108,7 +128,7 @@ class Row:
     m: int
     """Tokens M of one step in this rank's attention (the sweep value)."""
     dtype: str
-    """"bf16", "fp8", "nvfp4"."""
+    """"bf16", "fp8", "nvfp4"; attention rows: the KV-cache dtype ("bf16" or "fp8")."""
     backend: str
     routine: str
     variant: str
@@ -136,6 +156,29 @@ class Row:
     phys_intermediate: int | None = None
     activation: str = ""
     routing_method: str = ""
+    # --- attention shape (None for GEMM and MoE rows; num_tokens = batch_size * q_len)
+    phase: str = ""
+    """"decode" (batch_size sequences, one new token each) or "prefill" (one causal sequence)."""
+    batch_size: int | None = None
+    """Sequences in the call: M for decode, 1 for prefill."""
+    q_len: int | None = None
+    """New tokens per sequence: 1 for decode, the prompt length for prefill."""
+    kv_len: int | None = None
+    """K/V tokens each sequence reads (min(context_len, sliding_window) for a windowed decode)."""
+    context_len: int | None = None
+    """Tokens in each sequence's context: the --kv_lens (decode) or --prefill_lens value."""
+    num_q_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim_qk: int | None = None
+    head_dim_vo: int | None = None
+    kv_lora_rank: int | None = None
+    """MLA: the latent width (0 for MHA)."""
+    qk_rope_head_dim: int | None = None
+    """MLA: the RoPE key width beside the latent (0 for MHA)."""
+    page_size: int | None = None
+    """Tokens per KV page (0: the ragged prefill routine, no pages)."""
+    sliding_window: int | None = None
+    """The layer's window (0: full attention)."""
     # --- measurement
     median_us: float | None = None
     """Median time; for with_quant rows kernel + activation quantization."""
@@ -206,8 +249,9 @@ CSV_COLUMNS = RUN_COLUMNS + ROW_COLUMNS
 
 
 #: Row field -> the strings it may hold.
-ROW_CHOICES: dict[str, tuple[str, ...]] = {"kind": ("gemm", "moe"), "status": STATUSES, "timer": TIMERS,
-                                           "mode": (*MODES, ""), "check": CHECKS}
+ROW_CHOICES: dict[str, tuple[str, ...]] = {"kind": ("gemm", "moe", "attention"), "status": STATUSES,
+                                           "timer": TIMERS, "mode": (*MODES, ""), "check": CHECKS,
+                                           "phase": ("decode", "prefill", "")}
 #: Row int fields that count something (at least 1); the other int fields are sizes >= 0.
 ROW_POSITIVE = ("layers", "m")
 #: Top-level results.json keys besides schema_version and rows -> the JSON type they hold.

@@ -16,6 +16,14 @@ One rule, one place (documented with worked examples in references/roofline.md):
 * Element sizes per recipe: BF16 2 bytes; FP8 1 byte; NVFP4 0.5 byte + one FP8 block scale per
   16 values (0.0625 byte), for weights and activations alike (the kernel consumes quantized
   activations). Outputs are BF16. Per-tensor / per-token scales are negligible and not counted.
+* Attention (one layer, one call): FLOPs ``2 * H_q * (d_qk + d_vo) * pairs``, where ``pairs`` are
+  the (query token, K/V token) pairs the mask leaves: ``batch * q_len * kv_len`` without a mask,
+  ``batch * (q_len * kv_len - q_len * (q_len - 1) / 2)`` causal (bottom-right aligned, the
+  driver's mask); MLA reads d_qk = kv_lora_rank + qk_rope_head_dim, d_vo = kv_lora_rank. Bytes:
+  the K/V cache read once, ``batch * kv_len * kv_elements * b_kv`` (kv_elements = H_kv * (d_qk +
+  d_vo) for MHA, kv_lora_rank + qk_rope_head_dim for MLA; b_kv 2 for BF16, 1 for FP8), plus the
+  BF16 query in and the BF16 output out. The math runs in BF16 (the query is BF16, an FP8 cache
+  is read as BF16), so the FLOP peak is the BF16 one for both KV dtypes.
 * Peaks are dense (no sparsity) tensor-core TFLOP/s and HBM TB/s from vendor datasheets
   (`PEAKS`); where a datasheet quotes only sparse figures the dense figure is half of it.
 """
@@ -188,12 +196,40 @@ def moe_flops_bytes(
     return flops, nbytes
 
 
+def attention_flops_bytes(
+    batch_size: int,
+    q_len: int,
+    kv_len: int,
+    num_q_heads: int,
+    num_kv_heads: int,
+    head_dim_qk: int,
+    head_dim_vo: int,
+    kv_dtype: str,
+    causal: bool,
+    kv_lora_rank: int = 0,
+    qk_rope_head_dim: int = 0,
+) -> tuple[float, float]:
+    """(FLOPs, bytes) of one attention call: `batch_size` sequences of `q_len` queries over
+    `kv_len` K/V tokens (module docstring)."""
+    b_kv = _element_bytes(kv_dtype)
+    pairs = q_len * kv_len - (q_len * (q_len - 1) / 2 if causal else 0)
+    flops = 2.0 * num_q_heads * (head_dim_qk + head_dim_vo) * batch_size * pairs
+    kv_elements = (kv_lora_rank + qk_rope_head_dim) if kv_lora_rank else num_kv_heads * (head_dim_qk + head_dim_vo)
+    q_o = batch_size * q_len * num_q_heads * (head_dim_qk + head_dim_vo) * OUTPUT_BYTES
+    return flops, batch_size * kv_len * kv_elements * b_kv + q_o
+
+
 def row_flops_bytes(row) -> tuple[float, float] | None:
     """(FLOPs, bytes) of a results Row from its logical shape; None when the shape is missing."""
     if row.dtype not in ELEMENT_BYTES:
         return None
     if row.kind == "gemm" and row.n and row.k:
         return gemm_flops_bytes(row.num_tokens or row.m, row.n, row.k, row.dtype)
+    if row.kind == "attention" and row.batch_size and row.q_len and row.kv_len and row.num_q_heads:
+        return attention_flops_bytes(row.batch_size, row.q_len, row.kv_len, row.num_q_heads,
+                                     row.num_kv_heads or 0, row.head_dim_qk or 0, row.head_dim_vo or 0,
+                                     row.dtype, row.phase == "prefill", row.kv_lora_rank or 0,
+                                     row.qk_rope_head_dim or 0)
     if row.kind == "moe" and row.hidden and row.intermediate and row.experts and row.top_k:
         return moe_flops_bytes(
             row.num_tokens or row.m,  # rows written before num_tokens ran num_tokens = M
@@ -238,7 +274,7 @@ def annotate(row, gpu_name: str, compute_capability: tuple[int, int] | None = No
         tb_per_sec = nbytes / seconds / 1e12
         peak = find_peak(gpu_name, compute_capability)
         if peak is not None:
-            p = peak_tflops(peak, row.dtype)
+            p = peak_tflops(peak, "bf16" if row.kind == "attention" else row.dtype)
             pct_flops = None if not p else 100.0 * tflops / p
             pct_bw = 100.0 * tb_per_sec / peak.hbm_tb_per_sec
     return dataclasses.replace(
@@ -278,6 +314,7 @@ __all__ = [
     "moe_flops_bytes",
     "expected_local_pairs",
     "expected_experts_touched",
+    "attention_flops_bytes",
     "row_flops_bytes",
     "NON_GATED_ACTIVATIONS",
     "annotate",

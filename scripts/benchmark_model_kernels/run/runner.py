@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, TextIO
 
 from .. import __version__
 from ..cases import build as case_building
+from ..cases.attention import DEFAULT_SWEEP, AttentionSweep
 from ..cases.capabilities import HAND, Capabilities, default_answer_dir, load_capabilities
 from ..cases.schema import Case
 from ..errors import UsageError, cli_main
@@ -101,19 +102,20 @@ CapabilityProbe = Callable[[str | None], Capabilities]
 
 def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: Iterable[str] | None,
                compute_capability: tuple[int, int] | None, modes: Iterable[str] = ("graph",),
-               caps: Capabilities = HAND) -> list[Case]:
+               caps: Capabilities = HAND, attention: AttentionSweep = DEFAULT_SWEEP) -> list[Case]:
     """The plan's cases under these filters (build_cases, which also refuses duplicate case ids),
     each once per timing mode; a --backends value that matches no case is a UsageError naming the
-    backends there are. `caps`: what the installed FlashInfer says about its backends."""
+    backends there are. `caps`: what the installed FlashInfer says about its backends;
+    `attention`: what the attention cases cover."""
     ms = list(ms)
     built = case_building.build_cases(plan, ms, list(dtypes), list(backends) if backends else None,
-                                      compute_capability, caps)
+                                      compute_capability, caps, attention)
     if backends:
         seen = {c.backend for c in built}
         for b in backends:
             if b not in seen:
                 everything = case_building.build_cases(plan, ms, list(dtypes), None, compute_capability,
-                                                       caps)
+                                                       caps, attention)
                 known = " ".join(sorted({c.backend for c in everything})) or "(none)"
                 raise UsageError("--backends", b, f"matches no case of this plan and these --dtypes; "
                                  f"choose from: {known}")
@@ -654,7 +656,7 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
         caps = (load_capabilities(request.flashinfer_repo, cache_dir=default_answer_dir())
                 if capabilities is load_capabilities else capabilities(request.flashinfer_repo))
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
-                       request.settings.modes, caps)
+                       request.settings.modes, caps, request.settings.attention_sweep)
     if not cases:
         raise UsageError("--dtypes", " ".join(request.dtypes), "no cases to run for this plan; "
                          "widen --dtypes/--backends")

@@ -280,7 +280,10 @@ def _same_case(row: Row, fresh: Row) -> bool:
     """A kept row still describes the case planned now (same shape, routine, recipe)."""
     keys = ("kind", "name", "m", "dtype", "backend", "routine", "variant", "with_quant", "n", "k",
             "phys_n", "phys_k", "hidden", "intermediate", "experts", "global_experts", "top_k",
-            "phys_hidden", "phys_intermediate", "activation", "routing_method", "num_tokens")
+            "phys_hidden", "phys_intermediate", "activation", "routing_method", "num_tokens",
+            "phase", "batch_size", "q_len", "kv_len", "context_len", "num_q_heads", "num_kv_heads",
+            "head_dim_qk", "head_dim_vo", "kv_lora_rank", "qk_rope_head_dim", "page_size",
+            "sliding_window")
     # Rows written before num_tokens ran num_tokens = M: only those still agree.
     if row.num_tokens is None:
         row = replace(row, num_tokens=row.m)

@@ -15,6 +15,13 @@ Sources (vLLM 0.33.0):
   oracle/fp8.py: _get_priority_backends, select_fp8_moe_backend (FlashInfer TRTLLM, then
   FlashInfer CUTLASS, DeepGEMM, Triton; block-128 on SM90 moves Triton first for TP and
   FlashInfer CUTLASS first for EP), oracle/nvfp4.py (Marlin W4A16 below SM100).
+- attention (`VLLM_ATTENTION_DEFAULTS`): vllm/platforms/cuda.py: _get_backend_priorities (the
+  first backend of the list whose checks pass); what vLLM's FLASHINFER backend calls:
+  vllm/v1/attention/backends/flashinfer.py (_get_flashinfer_trtllm_api_decode_kernel: XQA on
+  SM90, trtllm-gen on SM100; _get_prefill_wrapper: BatchPrefillWithPagedKVCacheWrapper with
+  backend "auto"; get_q_data_type: BF16 query for XQA decode, FP8 query for prefill with an FP8
+  KV cache); MLA prefill: vllm/v1/attention/backends/mla/prefill/flash_attn.py (MHA over the
+  up-projected K/V, qk head dim qk_nope_head_dim + qk_rope_head_dim, v head dim v_head_dim).
 """
 
 from __future__ import annotations
@@ -101,6 +108,95 @@ VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class VllmAttentionDefault:
+    """vLLM's default attention backend for one (family, attention kind, phase, KV dtype), and
+    which FlashInfer driver backend, if any, runs the kernel it dispatches."""
+
+    family: str
+    """"sm90" or "sm100"."""
+    attention: str
+    """"mha" (MHA/GQA/MQA) or "mla"."""
+    phase: str
+    """"decode" or "prefill"."""
+    kv_dtype: str
+    """"bf16" or "fp8"."""
+    kernel: str
+    """vLLM's default backend and the kernel it runs, in vLLM's words."""
+    backend: str = ""
+    """The driver backend whose rows time that kernel ("" when none does)."""
+    missing: str = ""
+    """Why no row is vLLM's default, when `backend` is ""."""
+    flashinfer_backend: str = ""
+    """The driver backend vLLM's FLASHINFER attention backend runs here when it is not the
+    default (--attention-backend FLASHINFER); those rows are marked `vllm_flashinfer`."""
+    flashinfer_note: str = ""
+    """What vLLM's FLASHINFER backend runs here, and why no row matches it, when none does."""
+
+
+_FA_MISSING = ("vLLM's FLASH_ATTN backend runs vllm-flash-attn (FlashAttention 3 on Hopper, built "
+               "into vLLM), which this tool does not time; the attention rows are FlashInfer's kernels")
+_FA_MLA_MISSING = ("vLLM's FLASH_ATTN_MLA backend runs vllm-flash-attn's MLA decode, which this "
+                   "tool does not time; the MLA rows are FlashInfer's kernels")
+#: The driver backend that calls FlashInfer's trtllm_* attention APIs directly: on sm_90 the decode
+#: API picks XQA (flashinfer/decode.py trtllm_batch_decode_with_kv_cache, backend "auto"), on
+#: sm_100 trtllm-gen (routine_cc_to_supported_backends notes in the driver).
+_NATIVE = "trtllm-native"
+_FP8_Q = ("vLLM's FLASHINFER prefill with an FP8 KV cache quantizes the query to FP8 "
+          "(flashinfer.py get_q_data_type) and runs fa3; these rows keep the query BF16")
+_MLA_PREFILL = ("vLLM runs MLA prefill as MHA over the up-projected K/V "
+                "(vllm/v1/attention/backends/mla/prefill/flash_attn.py)")
+
+VLLM_ATTENTION_DEFAULTS: tuple[VllmAttentionDefault, ...] = (
+    # ---- Hopper: FLASH_ATTN leads the non-MLA list, FLASH_ATTN_MLA the MLA one.
+    VllmAttentionDefault("sm90", "mha", "decode", "bf16", "FLASH_ATTN (vllm-flash-attn FA3)",
+                         missing=_FA_MISSING, flashinfer_backend=_NATIVE),
+    VllmAttentionDefault("sm90", "mha", "decode", "fp8", "FLASH_ATTN (vllm-flash-attn FA3)",
+                         missing=_FA_MISSING, flashinfer_backend=_NATIVE),
+    VllmAttentionDefault("sm90", "mha", "prefill", "bf16", "FLASH_ATTN (vllm-flash-attn FA3)",
+                         missing=_FA_MISSING, flashinfer_backend="fa3"),
+    VllmAttentionDefault("sm90", "mha", "prefill", "fp8", "FLASH_ATTN (vllm-flash-attn FA3)",
+                         missing=_FA_MISSING, flashinfer_note=_FP8_Q),
+    VllmAttentionDefault("sm90", "mla", "decode", "bf16", "FLASH_ATTN_MLA", missing=_FA_MLA_MISSING),
+    VllmAttentionDefault("sm90", "mla", "decode", "fp8", "FLASH_ATTN_MLA", missing=_FA_MLA_MISSING),
+    VllmAttentionDefault("sm90", "mla", "prefill", "bf16", "vllm-flash-attn varlen (MLA prefill)",
+                         missing=_MLA_PREFILL + " with vllm-flash-attn, which this tool does not time"),
+    VllmAttentionDefault("sm90", "mla", "prefill", "fp8", "vllm-flash-attn varlen (MLA prefill)",
+                         missing=_MLA_PREFILL + " with vllm-flash-attn, which this tool does not time"),
+    # ---- Blackwell: FLASHINFER leads the non-MLA list (causal), FLASHINFER_MLA the MLA one; both
+    # call the trtllm-gen kernels, which the driver's trtllm-native backend times.
+    VllmAttentionDefault("sm100", "mha", "decode", "bf16", "FLASHINFER (trtllm-gen decode)", _NATIVE),
+    VllmAttentionDefault("sm100", "mha", "decode", "fp8", "FLASHINFER (trtllm-gen decode)", _NATIVE),
+    VllmAttentionDefault("sm100", "mha", "prefill", "bf16", "FLASHINFER (trtllm-gen context)", _NATIVE),
+    VllmAttentionDefault("sm100", "mha", "prefill", "fp8", "FLASHINFER (trtllm-gen context)",
+                         missing="vLLM quantizes the query to FP8 for this kernel; these rows keep "
+                                 "the query BF16"),
+    VllmAttentionDefault("sm100", "mla", "decode", "bf16", "FLASHINFER_MLA (trtllm-gen MLA)", _NATIVE),
+    VllmAttentionDefault("sm100", "mla", "decode", "fp8", "FLASHINFER_MLA (trtllm-gen MLA)", _NATIVE),
+)
+
+
+def vllm_attention_default(family: str, attention: str, phase: str,
+                           kv_dtype: str) -> VllmAttentionDefault | None:
+    """The attention table's row for one cell, or None (another GPU family, or no row)."""
+    for row in VLLM_ATTENTION_DEFAULTS:
+        if (row.family, row.attention, row.phase, row.kv_dtype) == (family, attention, phase, kv_dtype):
+            return row
+    return None
+
+
+def attention_default_match(compute_capability: tuple[int, int] | None, attention: str, phase: str,
+                            kv_dtype: str, backend: str) -> str:
+    """"same" (the kernel vLLM's default attention backend runs), "vllm_flashinfer" (the kernel
+    vLLM's FLASHINFER backend runs, not the default on this GPU) or "" for one attention row."""
+    row = vllm_attention_default(gpu_family(compute_capability), attention, phase, kv_dtype)
+    if row is None:
+        return ""
+    if row.backend and row.backend == backend:
+        return "same"
+    return "vllm_flashinfer" if row.flashinfer_backend and row.flashinfer_backend == backend else ""
+
+
 def gpu_family(compute_capability: tuple[int, int] | None) -> str:
     """"sm90", "sm100" or "" (no table for that GPU) from a compute capability."""
     if compute_capability is None:
@@ -137,5 +233,6 @@ def default_match(compute_capability: tuple[int, int] | None, kind: str, recipe:
     return row.match if row is not None and is_vllm_default(row, backend, routine) else ""
 
 
-__all__ = ["FP8_SCHEMES", "VLLM_DEFAULTS", "VllmDefault", "default_match", "gpu_family",
-           "is_vllm_default", "vllm_default"]
+__all__ = ["FP8_SCHEMES", "VLLM_ATTENTION_DEFAULTS", "VLLM_DEFAULTS", "VllmAttentionDefault",
+           "VllmDefault", "attention_default_match", "default_match", "gpu_family", "is_vllm_default",
+           "vllm_attention_default", "vllm_default"]
