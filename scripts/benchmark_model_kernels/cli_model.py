@@ -13,7 +13,7 @@ import sys
 
 from .cases.build import build_cases
 from .cases.capabilities import Capabilities, load_capabilities
-from .cases.schema import DTYPES
+from .cases.schema import DTYPES, KV_DTYPES
 from .env import environment
 from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
 from .files import (
@@ -337,12 +337,14 @@ def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities) -> str
     cases = build_cases(plan, list(ms), DTYPES, None, cc, caps)
     lines = [f"# on sm_{cc[0]}{cc[1]} (--assume_cc): cells per recipe, backend support from "
              f"{caps.origin}"]
-    for dtype in DTYPES:
-        mine = [c for c in cases if c.dtype == dtype]
+    groups = [(dtype, [c for c in cases if c.dtype == dtype and c.kind != "attention"]) for dtype in DTYPES]
+    groups += [(f"attention, KV {dtype}", [c for c in cases if c.dtype == dtype and c.kind == "attention"])
+               for dtype in KV_DTYPES]
+    for label, mine in groups:
         if not mine:
             continue
         skipped = [c for c in mine if c.skip_reason]
-        line = f"#   {dtype}: {len(mine) - len(skipped)} of {len(mine)} cells run, {len(skipped)} unsupported"
+        line = f"#   {label}: {len(mine) - len(skipped)} of {len(mine)} cells run, {len(skipped)} unsupported"
         if len(skipped) == len(mine):
             line += f": no number on this GPU (e.g. {skipped[0].skip_reason})"
         lines.append(line)

@@ -16,6 +16,7 @@ import re
 import sys
 from typing import Callable
 
+from .cases import attention as at
 from .cases import backends as bk
 from .vllm_rules import dispatch as dp
 from .vllm_rules import padding as pd
@@ -85,12 +86,43 @@ def render_vllm_limits() -> str:
                    "otherwise", "vLLM source"), rows)
 
 
+def _ccs_text(ccs: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}.{b}" for a, b in ccs)
+
+
+def render_attention_backends() -> str:
+    rows = []
+    for routine, by_cc in at.HAND_ATTENTION_BACKENDS.items():
+        for backend in dict.fromkeys(b for v in by_cc.values() for b in v):
+            rows.append((_code(routine), _code(backend), _ccs_text([cc for cc, v in by_cc.items() if backend in v])))
+    return _table(("routine", "backend", "compute capabilities (driver table, release-v0.6.18)"), rows)
+
+
+def render_page_size_limits() -> str:
+    rows = [(_code(p.routine), _code(p.backend), "/".join(map(str, p.sizes)),
+             _ccs_text(list(p.ccs)) or "all", p.source) for p in at.PAGE_SIZE_LIMITS]
+    return _table(("routine", "backend", "page sizes it runs", "on", "source"), rows)
+
+
+def render_vllm_attention_defaults() -> str:
+    rows = []
+    for r in dp.VLLM_ATTENTION_DEFAULTS:
+        timed = f"{_code(r.backend)}: the same kernel" if r.backend else f"none: {r.missing}"
+        fi = (_code(r.flashinfer_backend) if r.flashinfer_backend else r.flashinfer_note) if r.missing else ""
+        rows.append((r.family, r.attention, r.phase, r.kv_dtype, r.kernel, timed, fi))
+    return _table(("GPU", "attention", "phase", "KV dtype", "vLLM runs by default", "row that times it",
+                   "vLLM's FLASHINFER backend (`vllm_flashinfer` rows)"), rows)
+
+
 #: file -> block name -> renderer.
 BLOCKS: dict[str, dict[str, Callable[[], str]]] = {
     "backends.md": {"backends": render_backends, "quant_formats": render_quant_formats,
                     "shape_limits": render_shape_limits},
     "padding.md": {"pad_rules": render_pad_rules, "vllm_limits": render_vllm_limits},
     "vllm_defaults.md": {"vllm_defaults": render_vllm_defaults},
+    "attention.md": {"attention_backends": render_attention_backends,
+                     "page_size_limits": render_page_size_limits,
+                     "vllm_attention_defaults": render_vllm_attention_defaults},
 }
 
 

@@ -221,3 +221,23 @@ def test_fa2_rows_say_the_driver_times_them_without_a_cuda_graph():
 def test_an_attention_case_round_trips_through_its_json_form():
     case = attention_cases(plan_of(DEEPSEEK_V3), [8], AttentionSweep(kv_lens=(1024,)), compute_capability=SM90)[0]
     assert Case.from_dict(case.to_dict()) == case
+
+
+def test_the_preview_counts_attention_cells_per_kv_dtype_apart_from_the_recipes():
+    from benchmark_model_kernels.cases.capabilities import HAND
+    from benchmark_model_kernels.cli_model import target_gpu_summary
+
+    text = target_gpu_summary(plan_of(LLAMA), SM90, [1, 8], HAND)
+    # Decode at 2 M x 3 default KV lengths x 4 sm_90 backends per KV dtype, none known unsupported.
+    assert "#   attention, KV bf16: 24 of 24 cells run, 0 unsupported" in text
+    assert "#   attention, KV fp8: 24 of 24 cells run, 0 unsupported" in text
+    assert "#   bf16:" not in text  # no GEMM in this plan: no recipe line
+
+
+def test_an_attention_backend_filter_on_a_plan_without_attention_names_the_backends_there_are():
+    from benchmark_model_kernels.cases.build import plan_from_shapes
+    from benchmark_model_kernels.run.runner import plan_cases
+
+    with pytest.raises(UsageError) as e:
+        plan_cases(plan_from_shapes([(64, 64, "a")]), [1], ["bf16"], ["fa2"], SM90)
+    assert e.value.field == "--backends" and "matches no case" in e.value.fix

@@ -24,6 +24,7 @@ from ..plan.schema import Plan
 from ..run.results import Row
 from ..vllm_rules.dispatch import VllmDefault, gpu_family, vllm_default
 from ..vllm_rules.layers import kept_in_bf16
+from .attention import AttentionView
 from .cells import (
     ATTN,
     BASELINE,
@@ -218,7 +219,11 @@ class Analysis:
         #: them (how vLLM runs decode), else eager; `eager_pairs` sets the other mode beside it.
         self.modes = [m for m in ("graph", "eager") if any(r.mode == m for r in self.all_rows)]
         self.mode = self.modes[0] if self.modes else "graph"
-        self.rows: list[Row] = [r for r in self.all_rows if r.mode == self.mode]
+        # GEMM and MoE rows make the module tables and roll-ups; attention rows (one layer type at a
+        # KV length each) have their own view, which the roll-up adds per KV length.
+        self.rows: list[Row] = [r for r in self.all_rows if r.mode == self.mode and r.kind != "attention"]
+        self.attention = AttentionView([r for r in self.all_rows if r.mode == self.mode], self.plan,
+                                       self.family)
         self.checkpoint: CheckpointScheme = checkpoint_scheme(self.plan)
         self._groups: dict[tuple[str, str, int, str], list[Row]] = {}
         for r in self.rows:
@@ -439,7 +444,7 @@ class Analysis:
             out.append(f"the plan has {len(unplaced)} module(s) it could not place ({names}"
                        f"{', ...' if len(unplaced) > 5 else ''}); they are in no table or total")
         out += self._ep_token_warnings()
-        if not any(has_time(r) for r in self.rows):
+        if not any(has_time(r) for r in self.rows + self.attention.rows):
             out.append("no row has a number: nothing below is a measurement")
         return out
 

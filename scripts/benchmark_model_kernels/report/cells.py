@@ -211,13 +211,14 @@ def recipe_cell(rows: Sequence[Row], basis: str) -> Cell:
     if basis == KERNEL:
         return best_cell([r for r in rows if not r.with_quant])
     if basis == VLLM:
-        return best_cell(rows_on_quant_basis([r for r in rows if r.vllm_default]))
+        return best_cell(rows_on_quant_basis([r for r in rows if r.vllm_default in VLLM_MARKS]))
     return best_cell(rows_on_quant_basis(rows))
 
 
 def default_cell(rows: Sequence[Row], basis: str) -> Cell:
-    """The best vLLM-default row of one (module, M, recipe) on a table's basis (QUANT or KERNEL)."""
-    return recipe_cell([r for r in rows if r.vllm_default], basis)
+    """The best vLLM-default row of one (module, M, recipe) on a table's basis (QUANT or KERNEL):
+    rows marked "same" or "design" (an attention row's "vllm_flashinfer" is no default)."""
+    return recipe_cell([r for r in rows if r.vllm_default in VLLM_MARKS], basis)
 
 
 def baseline_cell(bf16_rows: Sequence[Row]) -> Cell:

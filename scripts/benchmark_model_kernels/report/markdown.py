@@ -14,7 +14,8 @@ import os
 import shlex
 from typing import Sequence
 
-from ..run.results import RESULTS_JSON, derived_run_id
+from ..run.results import RESULTS_JSON, Row, derived_run_id
+from ..vllm_rules.dispatch import vllm_attention_default
 from ..vllm_rules.layers import KEPT_IN_BF16, kept_in_bf16
 from .analysis import (
     BASELINE,
@@ -38,6 +39,7 @@ from .analysis import (
     Verdict,
     backend_label,
     bases,
+    best_cell,
     has_time,
     measured_recipes,
     recipe_dtype,
@@ -61,6 +63,15 @@ ROLLUP_EXCLUDES = (
     "kernels, rotary embeddings, sampling, communication (all-reduce, all-to-all), CUDA-graph/launch "
     "and scheduling overheads"
 )
+
+#: What the roll-up with attention still leaves out (the plan's untimed mixers are added by name).
+ROLLUP_WITH_ATTENTION_EXCLUDES = (
+    "communication (all-reduce, all-to-all), norms, activations outside fused kernels, rotary "
+    "embeddings, the KV-cache write, sampling, CUDA-graph/launch gaps and scheduling overheads"
+)
+#: Marks of an attention cell: the kernel vLLM's default attention backend runs, or the one its
+#: FLASHINFER backend runs (not its default on this GPU).
+ATTENTION_MARKS = {"same": "[vLLM]", "vllm_flashinfer": "[vLLM FLASHINFER]"}
 
 #: Table text of a module vLLM keeps in BF16 under a quantized recipe (vllm_rules/layers.py).
 KEPT_TEXT = "BF16 (kept by vLLM)"
@@ -263,6 +274,118 @@ def _rollup_lines(a: Analysis) -> list[str]:
     lines += _table(["M", "recipe", *kinds], split)
     if missing_notes:
         lines += ["", "Missing modules per incomplete total:", "", *missing_notes]
+    return lines
+
+
+def _attention_mark(row: Row | None) -> str:
+    mark = ATTENTION_MARKS.get(row.vllm_default, "") if row is not None else ""
+    return f" {mark}" if mark else ""
+
+
+def _attention_cell_text(c: Cell) -> str:
+    if c.row is None:
+        return c.status
+    return f"{fmt_us(c.us)}{_attention_mark(c.row)}"
+
+
+def _kv_text(kv_dtype: str) -> str:
+    return "KV BF16" if kv_dtype == "bf16" else "KV FP8"
+
+
+def attention_lines(a: Analysis, level: int = 2) -> list[str]:
+    """The attention section: per layer type and phase, each (M, KV length, KV dtype) with the
+    fastest backend and every backend's median; then the rows without a number and why."""
+    view = a.attention
+    h = "#" * (level + 2)
+    rule = vllm_attention_default(a.family, "mha", "decode", "bf16")
+    default = (f"vLLM's default attention backend on this GPU is {rule.kernel}"
+               + (f" ({rule.missing})" if rule.missing else "") if rule else
+               "this tool has no vLLM attention rule for this GPU")
+    lines = [
+        "FlashInfer's attention kernels, timed by its benchmark driver, one layer per call: decode = "
+        "M sequences of one new token each reading `KV` cached tokens; prefill = one sequence of "
+        "M tokens, causal. Medians in microseconds, one rank, one layer (the roll-up multiplies by "
+        f"the layers per step). {default}. Marks: `{ATTENTION_MARKS['same']}` the kernel vLLM's "
+        f"default attention backend runs; `{ATTENTION_MARKS['vllm_flashinfer']}` the one vLLM's "
+        "FLASHINFER attention backend runs (--attention-backend FLASHINFER), not its default here.",
+        "",
+    ]
+    missing: list[str] = []
+    for t in view.types:
+        for phase in ("decode", "prefill"):
+            keys = view.keys(t.name, phase)
+            if not keys:
+                continue
+            backends = view.backends(t.name, phase)
+            lines += [f"{h} {t.name} {phase}: {t.layers} layers per step, {t.shape}", ""]
+            body = []
+            for m, ctx, kv_dtype in keys:
+                best = view.cell(t.name, phase, m, ctx, kv_dtype)
+                kv_len = next((r.kv_len for r in view.rows_for(t.name, phase, m, ctx, kv_dtype) if r.kv_len), ctx)
+                kv = f"{ctx} (reads {kv_len})" if kv_len != ctx else str(ctx)
+                cells = []
+                for b in backends:
+                    c = best_cell([r for r in view.rows_for(t.name, phase, m, ctx, kv_dtype) if r.backend == b])
+                    cells.append(_attention_cell_text(c) if c.status != "not measured" else "-")
+                    if c.row is None and c.status != "not measured":
+                        missing.append(f"- {t.name} {phase} M={m} KV={ctx} {_kv_text(kv_dtype)} {b}: "
+                                       f"{c.status}: {c.reason.split(': ', 1)[-1]}")
+                win = f"{best.backend} {_attention_cell_text(best)}" if best.row is not None else best.status
+                body.append([str(m), kv, _kv_text(kv_dtype), win, *cells])
+            lines += _table(["M", "KV tokens", "KV dtype", "fastest", *backends], body) + [""]
+    if missing:
+        lines += ["Attention cells without a number:", "", *missing, ""]
+    return lines
+
+
+def _attention_rollup_lines(a: Analysis) -> list[str]:
+    """The roll-up with attention: per recipe, M and KV length, GEMM + MoE + attention, KV BF16 for
+    every recipe (vLLM's default kv_cache_dtype "auto") and the FP8-KV variant."""
+    view = a.attention
+    left_out = ROLLUP_WITH_ATTENTION_EXCLUDES
+    mixers = view.mixers_not_timed()
+    if mixers:
+        left_out += "; and these token mixers, whose kernels no row times: " + "; ".join(mixers)
+    lines = [
+        "One decode step at M: the GEMM + MoE total above plus, per attention layer type, its "
+        "fastest decode row at that KV length x its layers per step. The KV cache is BF16 under "
+        "every recipe (vLLM's default kv_cache_dtype `auto` keeps the model's dtype whatever the "
+        "weights' recipe); the FP8-KV columns are that variant (`--kv-cache-dtype fp8`). On a "
+        "vLLM-default line attention counts only rows of vLLM's default attention kernel; where no "
+        "row times it, the fastest FlashInfer row stands in (`†`, listed below). Prefill rows are "
+        f"not in these totals. Still left out: {left_out}.",
+        "",
+    ]
+    ms = a.ms or sorted({r.m for r in view.rows if r.phase == "decode"})
+    variants = rollup_variants(a) if a.rows else [("", QUANT, "attention only")]
+    kv_dtypes = view.kv_dtypes
+    header = ["recipe", "M", "KV tokens", "GEMM + MoE"]
+    for d in kv_dtypes:
+        header += [f"attention, {_kv_text(d)}", f"total, {_kv_text(d)}"]
+    body, notes = [], []
+    for recipe, basis, title in variants:
+        for m in ms:
+            gemm_moe = a.rollup(recipe, m, basis) if recipe else None
+            for kv in view.kv_lens:
+                row = [title, str(m), str(kv), _rollup_text(gemm_moe, short=True) if gemm_moe else "-"]
+                for d in kv_dtypes:
+                    att = view.total(m, kv, d, vllm_basis=basis == VLLM)
+                    dagger = "†" if att.stand_ins else ""
+                    att_text = fmt_us(att.total_us) + dagger + ("" if att.complete else
+                                                               f" (incomplete: {', '.join(att.missing)} missing)")
+                    if att.missing and len(att.missing) == len(view.types):
+                        att_text = "no number"
+                    both = gemm_moe is not None and gemm_moe.complete and att.complete
+                    total = fmt_us(gemm_moe.total_us + att.total_us) + dagger if both and gemm_moe else (
+                        "incomplete" if gemm_moe is not None else "-")
+                    row += [att_text, total]
+                    for s_ in att.stand_ins:
+                        if f"- † {s_}" not in notes:
+                            notes.append(f"- † {s_}")
+                body.append(row)
+    lines += _table(header, body)
+    if notes:
+        lines += ["", "Stand-ins on the vLLM-default lines:", "", *notes]
     return lines
 
 
@@ -481,7 +604,9 @@ def summary_lines(a: Analysis) -> list[str]:
         f"GEMM + fused-MoE kernel time of one forward step on one rank of {gpu}, in us (lower is "
         f"better), and in parentheses the speed-up over the {ref_title} total{why_ref}. Kernel "
         "time only: no attention, communication or launch gaps, so not a serving latency. "
-        f"{M_TEXT}.{ep_text}",
+        f"{M_TEXT}.{ep_text}"
+        + (" The roll-up with attention below adds this run's attention rows per KV length."
+           if a.attention.rows else ""),
         "",
         *_summary_table(a),
         "",
@@ -521,10 +646,17 @@ def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int 
     lines += _header_lines(a) + [""]
     warns = a.warnings()
     lines += [f"{h}# Warnings", ""] + ([f"- {w}" for w in warns] if warns else ["None."]) + [""]
-    if not a.rows:
+    if not a.rows and not a.attention.rows:
         return lines + ["results.json has no rows: nothing was measured.", ""]
-    lines += [f"{h}# Per-step roll-up (GEMM + MoE kernels only)", ""] + _rollup_lines(a) + [""]
+    if a.rows:
+        lines += [f"{h}# Per-step roll-up (GEMM + MoE kernels only)", ""] + _rollup_lines(a) + [""]
+    if a.attention.rows:
+        lines += [f"{h}# Per-step roll-up with attention (GEMM + MoE + attention)", ""]
+        lines += _attention_rollup_lines(a) + [""]
+        lines += [f"{h}# Attention by layer type (FlashInfer's kernels)", ""] + attention_lines(a, level) + [""]
     lines += memory_section(a.results, a.ms, f"{h}#")
+    if not a.rows:
+        return lines
     lines += [f"{h}# Per-module times by M", ""]
     lines += [
         "Times are medians in microseconds, one rank. Shapes are per-rank logical (what vLLM's layer "
