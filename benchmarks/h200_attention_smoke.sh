@@ -9,7 +9,8 @@
 # --output_path, NAME.cmd = the argv) and OUT/attention_smoke_summary.txt. Each step has its own
 # timeout inside a total budget (BUDGET_S, default 520 s of the call's 600), and the archive is
 # made whatever a step did. A first use of a kernel is a JIT build (FlashInfer compiles the
-# attention kernels it has no prebuilt copy of): the decode steps come first.
+# attention kernels it has no prebuilt copy of): the decode steps come first, each backend in a
+# process of its own as the tool runs it; prefill runs all backends in one process.
 # Shapes: Llama-3.1-8B at TP=1 per rank (32 query heads, 8 KV heads, head dim 128), vLLM's default
 # KV block of 16 tokens; DeepSeek-V3 at TP=8 for MLA (16 heads, latent 512 + RoPE 64).
 set -u
@@ -18,6 +19,8 @@ mkdir -p "$out"
 work="${TMPDIR:-/tmp}/h200_attention_smoke"
 rm -rf "$work" && mkdir -p "$work"
 D=${FLASHINFER_REPO:-.fi618/flashinfer}/benchmarks
+# As the tool's worker runs the driver (its default, said in each run's output): no downloads.
+export FLASHINFER_NO_DOWNLOAD=${FLASHINFER_NO_DOWNLOAD-1}
 t_start=$(date +%s)
 deadline=$((t_start + ${BUDGET_S:-520}))
 summary="$out/attention_smoke_summary.txt"
@@ -48,21 +51,26 @@ say "$(tr '\n' ' ' < "$work/versions.txt")"
 timing="--num_iters 10 --dry_run_iters 3 -v"
 mha="--num_qo_heads 32 --num_kv_heads 8 --head_dim_qk 128 --head_dim_vo 128 --q_dtype bfloat16"
 mla="--num_qo_heads 16 --num_kv_heads 1 --head_dim_ckv 512 --head_dim_kpe 64 --q_dtype bfloat16"
+# Decode first: 8 sequences of one new token each over 1024 cached tokens, each sm_90 backend in
+# its own driver process, as the tool runs each case (one backend's exception or skip line stays
+# its own), BF16 then FP8 KV cache.
 for kv in bfloat16 fp8_e4m3; do
-  # Decode: 8 sequences of one new token each over 1024 cached tokens, every sm_90 backend.
-  run "decode_$kv" 120 --routine BatchDecodeWithPagedKVCacheWrapper \
-    --backends fa2 fa2_tc cudnn trtllm-native --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 \
-    $mha --kv_dtype "$kv" $timing --case_tag "smoke_decode_$kv"
+  for b in fa2 fa2_tc cudnn trtllm-native; do
+    run "decode_${kv}_$b" 90 --routine BatchDecodeWithPagedKVCacheWrapper --backends "$b" \
+      --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 $mha --kv_dtype "$kv" $timing \
+      --case_tag "smoke_decode_${kv}_$b"
+  done
 done
 for kv in bfloat16 fp8_e4m3; do
-  # One backend per call, as the tool runs each case: the skip line of a backend alone.
-  run "decode_${kv}_cudnn" 40 --routine BatchDecodeWithPagedKVCacheWrapper --backends cudnn \
-    --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 $mha --kv_dtype "$kv" $timing \
-    --case_tag "smoke_decode_${kv}_cudnn"
-  run "mla_decode_$kv" 90 --routine BatchMLAPagedAttentionWrapper --backends fa2 fa3 \
-    --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 $mla --kv_dtype "$kv" $timing \
-    --case_tag "smoke_mla_decode_$kv"
-  # Prefill: one sequence of 1024 tokens, causal, every sm_90 backend of the paged routine.
+  for b in fa2 fa3; do
+    run "mla_decode_${kv}_$b" 90 --routine BatchMLAPagedAttentionWrapper --backends "$b" \
+      --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 $mla --kv_dtype "$kv" $timing \
+      --case_tag "smoke_mla_decode_${kv}_$b"
+  done
+done
+for kv in bfloat16 fp8_e4m3; do
+  # Prefill: one sequence of 1024 tokens, causal, every sm_90 backend of the paged routine in one
+  # process (the driver's multi-backend output).
   run "prefill_$kv" 120 --routine BatchPrefillWithPagedKVCacheWrapper \
     --backends fa2 fa3 cudnn cudnn-native trtllm-fmha-v2 --page_size 16 --batch_size 1 \
     --s_qo 1024 --s_kv 1024 --causal $mha --kv_dtype "$kv" $timing --case_tag "smoke_prefill_$kv"
@@ -72,8 +80,7 @@ run ragged_prefill_mla_bfloat16 90 --routine BatchPrefillWithRaggedKVCacheWrappe
   --backends fa2 fa3 cudnn cudnn-native trtllm-fmha-v2 --batch_size 1 --s_qo 1024 --s_kv 1024 \
   --causal --num_qo_heads 16 --num_kv_heads 16 --head_dim_qk 192 --head_dim_vo 128 \
   --q_dtype bfloat16 --kv_dtype bfloat16 --out_dtype bfloat16 $timing --case_tag smoke_ragged_mla
-# The page size a backend refuses: MLA at page 32 vs 16 is decided by cutlass/trtllm-native only
-# (not on sm_90); the xqa decode path (trtllm-native on sm_90) takes 16/32/64/128.
+# A page size the XQA decode build (trtllm-native on sm_90) refuses: it takes 16/32/64/128.
 run decode_bfloat16_page8 60 --routine BatchDecodeWithPagedKVCacheWrapper \
   --backends trtllm-native --page_size 8 --batch_size 8 --s_qo 1 --s_kv 1024 $mha \
   --kv_dtype bfloat16 $timing --case_tag smoke_decode_page8

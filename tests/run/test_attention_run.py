@@ -182,3 +182,12 @@ def test_the_attention_settings_are_recorded_and_a_plan_gets_its_cases(tmp_path)
     assert argv[argv.index("--page_size") + 1] == "32" and "--refcheck" not in argv
     r = _cli("--plan", str(path), "--dry_run", "--workdir", str(tmp_path / "w2"), "--no_attention")
     assert r.returncode == 2 and "no cases to run" in r.stderr
+
+
+def test_the_progress_line_of_an_attention_case_names_its_phase_and_kv_length():
+    from benchmark_model_kernels.run.outcome import Outcome
+    from benchmark_model_kernels.run.progress import progress_line
+
+    case = case_of(LLAMA, "fa2_tc", m=8, kv=32768)
+    line = progress_line(3, 40, case, row_from_case(case, Outcome("ok", "", 41.0)), 12.0, None)
+    assert "attention attn decode m=8 kv=32768 bf16 fa2_tc ... ok 41.0 us" in line

@@ -156,8 +156,8 @@ class Case:
     mode: str = "graph"
     """"graph" (CUDA-graph replay) or "eager" (plain launches); eager ids end in ".eager"."""
     note: str = ""
-    """A caveat the row carries whatever its outcome, e.g. an attention decode over a sliding
-    window timed over the window's tokens; "" for none."""
+    """A caveat a timed row of this case carries in its reason, e.g. an attention decode over a
+    sliding window timed over the window's tokens; "" for none."""
 
     @property
     def base_case_id(self) -> str:

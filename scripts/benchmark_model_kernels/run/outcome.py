@@ -429,7 +429,9 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
                  "head_dim_qk": lg.head_dim_qk, "head_dim_vo": lg.head_dim_vo,
                  "kv_lora_rank": lg.kv_lora_rank, "qk_rope_head_dim": lg.qk_rope_head_dim,
                  "page_size": lg.page_size, "sliding_window": lg.sliding_window}
-    reason = "; ".join(x for x in (case.note, outcome.reason) if x)
+    # The case's note says what a number is (e.g. timed over a window's tokens): timed rows only.
+    note = case.note if outcome.median_us is not None else ""
+    reason = "; ".join(x for x in (note, outcome.reason) if x)
     return Row(
         case_id=case.case_id, kind=case.kind, name=case.name, modules="|".join(case.modules),
         layers=case.layers, m=case.m, dtype=case.dtype, backend=case.backend, routine=case.routine,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..cases.schema import Case
+from ..cases.schema import AttentionShape, Case
 from .results import Row
 
 
@@ -22,6 +22,8 @@ def progress_line(i: int, total: int, case: Case, row: Row, elapsed: float, eta:
     width = len(str(total))
     tokens = getattr(case.logical, "num_tokens", case.m)
     m_text = f"m={case.m}" + (f" (num_tokens={tokens})" if tokens != case.m else "")
+    if isinstance(case.logical, AttentionShape):  # the KV length decides the time as much as M
+        m_text = f"{case.logical.phase} {m_text} kv={case.logical.kv_len}"
     what = (f"[{i:>{width}}/{total}] {case.kind} {case.name} {m_text} {case.dtype} {case.backend}"
             + (f" {case.variant}" if case.variant else "") + (" +quant" if case.with_quant else "")
             + (" eager" if case.mode == "eager" else ""))
