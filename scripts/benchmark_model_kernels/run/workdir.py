@@ -225,7 +225,8 @@ def summary_table(cases: Iterable[Case]) -> str:
     """Cases per backend: to run vs known unsupported (the --dry_run summary)."""
     counts: dict[tuple[str, str], list[int]] = {}
     for c in cases:
-        key = (c.dtype, c.backend + (f" {c.variant}" if c.variant else "") + (" +quant" if c.with_quant else ""))
+        kind = "attention " if c.kind == "attention" else ""  # its dtype is the KV cache's
+        key = (c.dtype, kind + c.backend + (f" {c.variant}" if c.variant else "") + (" +quant" if c.with_quant else ""))
         counts.setdefault(key, [0, 0])[1 if c.skip_reason else 0] += 1
     lines = [f"{'dtype':<6} {'backend':<28} {'to run':>7} {'unsupported':>12}"]
     for (dtype, backend), (run, skip) in sorted(counts.items()):
