@@ -119,3 +119,14 @@ def test_an_attention_only_run_gets_a_report(tmp_path):
     path = write_report([str(tmp_path / "w")], str(tmp_path / "out"))
     text = open(path).read()
     assert "Per-step roll-up with attention" in text and "| attention only | 8 | 32768 |" in text
+
+
+def test_a_report_over_two_workdirs_with_attention_has_each_ones_rollup(tmp_path):
+    plan = Plan(model=INFO, tp=1, ep=1, gemms=(QKV,), attention=(ATTN,))
+    dirs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(synthetic_results(plan)))
+        dirs.append(str(tmp_path / name))
+    text = open(write_report(dirs, str(tmp_path / "out"))).read()
+    assert text.count("Per-step roll-up with attention") == 2

@@ -191,3 +191,27 @@ def test_the_progress_line_of_an_attention_case_names_its_phase_and_kv_length():
     case = case_of(LLAMA, "fa2_tc", m=8, kv=32768)
     line = progress_line(3, 40, case, row_from_case(case, Outcome("ok", "", 41.0)), 12.0, None)
     assert "attention attn decode m=8 kv=32768 bf16 fa2_tc ... ok 41.0 us" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the real worker pool, with the stand-in driver (plumbing only: its numbers are synthetic)
+
+
+def test_attention_cases_run_through_the_worker_and_the_driver_protocol(tmp_path):
+    from helpers_runner import by_id, run_cases
+
+    ok = case_of(LLAMA, "fa2_tc", m=8, kv=1024)
+    skip_line = case_of(LLAMA, "cudnn", kv_dtype="fp8", m=8, kv=6672)  # the stand-in's skip line
+    known = case_of(DEEPSEEK_V3, "fa3", prefill=2048)  # MLA prefill: decided before launch
+    rc, results, progress, _ = run_cases(tmp_path, [ok, skip_line, known])
+    rows = by_id(results)
+    r = rows[ok.case_id]
+    assert r["status"] == "ok" and r["median_us"] > 0 and r["kind"] == "attention"
+    assert (r["phase"], r["kv_len"], r["batch_size"], r["dtype"]) == ("decode", 1024, 8, "bf16")
+    assert r["bytes"] == 33_685_504 and "compares the backends of one call" in r["check_note"]
+    s = rows[skip_line.case_id]
+    assert s["status"] == "unsupported" and "cuDNN backend does not support FP8" in s["reason"]
+    k = rows[known.case_id]
+    assert k["status"] == "unsupported" and "qk_nope_head_dim" in k["reason"]
+    assert rc == 0 and results["settings"]["kv_lens"] == [1024, 8192, 32768]
+    assert "attention attn decode m=8 kv=1024 bf16 fa2_tc ... ok" in progress.getvalue()
