@@ -51,23 +51,23 @@ say "$(tr '\n' ' ' < "$work/versions.txt")"
 timing="--num_iters 10 --dry_run_iters 3 -v"
 mha="--num_qo_heads 32 --num_kv_heads 8 --head_dim_qk 128 --head_dim_vo 128 --q_dtype bfloat16"
 mla="--num_qo_heads 16 --num_kv_heads 1 --head_dim_ckv 512 --head_dim_kpe 64 --q_dtype bfloat16"
+each_backend() {  # each_backend NAME ROUTINE "BACKENDS" SHAPE...: one process per KV dtype and backend
+  local name=$1 routine=$2 list=$3; shift 3
+  local kv b
+  for kv in bfloat16 fp8_e4m3; do
+    for b in $list; do
+      run "${name}_${kv}_$b" 90 --routine "$routine" --backends "$b" --page_size 16 --batch_size 8 \
+        --s_qo 1 --s_kv 1024 "$@" --kv_dtype "$kv" $timing --case_tag "smoke_${name}_${kv}_$b"
+    done
+  done
+}
 # Decode first: 8 sequences of one new token each over 1024 cached tokens, each sm_90 backend in
 # its own driver process, as the tool runs each case (one backend's exception or skip line stays
-# its own), BF16 then FP8 KV cache.
-for kv in bfloat16 fp8_e4m3; do
-  for b in fa2 fa2_tc cudnn trtllm-native; do
-    run "decode_${kv}_$b" 90 --routine BatchDecodeWithPagedKVCacheWrapper --backends "$b" \
-      --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 $mha --kv_dtype "$kv" $timing \
-      --case_tag "smoke_decode_${kv}_$b"
-  done
-done
-for kv in bfloat16 fp8_e4m3; do
-  for b in fa2 fa3; do
-    run "mla_decode_${kv}_$b" 90 --routine BatchMLAPagedAttentionWrapper --backends "$b" \
-      --page_size 16 --batch_size 8 --s_qo 1 --s_kv 1024 $mla --kv_dtype "$kv" $timing \
-      --case_tag "smoke_mla_decode_${kv}_$b"
-  done
-done
+# its own), BF16 then FP8 KV cache; then MLA decode the same way.
+# shellcheck disable=SC2086  # $mha and $mla are word lists
+each_backend decode BatchDecodeWithPagedKVCacheWrapper "fa2 fa2_tc cudnn trtllm-native" $mha
+# shellcheck disable=SC2086
+each_backend mla_decode BatchMLAPagedAttentionWrapper "fa2 fa3" $mla
 for kv in bfloat16 fp8_e4m3; do
   # Prefill: one sequence of 1024 tokens, causal, every sm_90 backend of the paged routine in one
   # process (the driver's multi-backend output).
