@@ -2,5 +2,7 @@
 
 `backends` is the table of backends per (kind, recipe), the GPUs they run on and their known shape
 limits; `build` makes one Case per (entry, M, recipe, backend[, variant][, +quant]) with vLLM's
-physical padding and decides up front what is known to be unsupported. Out: Cases, read by `run/`.
+physical padding and decides up front what is known to be unsupported; `attention` makes the
+attention cases (per layer type, phase, M, KV length, KV dtype and driver backend). Out: Cases,
+read by `run/`.
 """
