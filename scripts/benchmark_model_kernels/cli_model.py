@@ -11,6 +11,7 @@ import math
 import os
 import sys
 
+from .cases.attention import DEFAULT_SWEEP, AttentionSweep
 from .cases.build import build_cases
 from .cases.capabilities import Capabilities, load_capabilities
 from .cases.schema import DTYPES, KV_DTYPES
@@ -331,10 +332,12 @@ def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, int, int]]) ->
     return rc
 
 
-def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities) -> str:
-    """For the preview: per recipe, how many cells (case rows) the GPU of capability `cc` can run
-    and how many are unsupported there, and the recipes that get no number at all."""
-    cases = build_cases(plan, list(ms), DTYPES, None, cc, caps)
+def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities,
+                       attention: AttentionSweep = DEFAULT_SWEEP) -> str:
+    """For the preview: per recipe (and per KV dtype for the attention cells), how many cells (case
+    rows) the GPU of capability `cc` can run and how many are unsupported there, and the recipes
+    that get no number at all."""
+    cases = build_cases(plan, list(ms), DTYPES, None, cc, caps, attention)
     lines = [f"# on sm_{cc[0]}{cc[1]} (--assume_cc): cells per recipe, backend support from "
              f"{caps.origin}"]
     groups = [(dtype, [c for c in cases if c.dtype == dtype and c.kind != "attention"]) for dtype in DTYPES]
@@ -372,7 +375,7 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     print("\n".join(preview.memory_lines(plan, sizes, args.gpu_memory_utilization, where)))
     if args.print_only and getattr(args, "assume_cc", None):
         print(target_gpu_summary(plan, flags.parse_cc(args.assume_cc), args.ms,
-                                 load_capabilities(args.flashinfer_repo)))
+                                 load_capabilities(args.flashinfer_repo), flags.sweep_from_args(args)))
     sys.stdout.flush()
     if args.plan_json:
         write_plan_json(plan, args.plan_json)
