@@ -1,15 +1,17 @@
 """The run side of the attention cases: the driver's attention output classified, the row's
 attention shape and check note, the roofline arithmetic, and the attention flags of both CLIs.
 
-No real attention output of the driver was captured when these tests were written: the driver
-lines below are the ones FlashInfer's benchmarks/routines/attention.py (release-v0.6.18) prints,
-each quoted from its source with the line it comes from; the CSV row has the driver's perf
-columns (output_column_dict["perf"] of flashinfer_benchmark_utils.py)."""
+Real driver output (H200, 0.6.18) is in tests/fixtures/driver/v0.6.18/attention/ (its README):
+the captured rows and skip lines are classified, the argv of the same shapes is compared with
+the one run there, and the roofline is checked against the driver's own TFLOP/s and TB/s. Skip
+lines the capture did not produce are quoted from FlashInfer's benchmarks/routines/attention.py
+(release-v0.6.18) with the line each comes from."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -18,10 +20,11 @@ import pytest
 from benchmark_model_kernels.cases.attention import AttentionSweep, attention_cases
 from benchmark_model_kernels.plan.schema import AttentionEntry, ModelInfo, Plan
 from benchmark_model_kernels.run import roofline
-from benchmark_model_kernels.run.outcome import WorkerReply, classify_driver_case, row_from_case
+from benchmark_model_kernels.run.outcome import WorkerReply, classify_driver_case, read_driver_csv, row_from_case
 from benchmark_model_kernels.run.results import RunSettings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CAPTURED = os.path.join(ROOT, "tests", "fixtures", "driver", "v0.6.18", "attention")
 LLAMA = AttentionEntry(name="attn", modules=("model.layers.*.self_attn.attn",), kind="mha", layers=32,
                        num_q_heads=32, num_kv_heads=8, head_dim_qk=128, head_dim_vo=128,
                        total_q_heads=32, total_kv_heads=8)
@@ -43,9 +46,6 @@ def case_of(entry: AttentionEntry, backend: str, kv_dtype: str = "bf16", m: int 
 # ---------------------------------------------------------------------------------------------
 # The driver's words -> outcome
 
-#: attention.py:668 (the decode routine, cuDNN with an FP8 KV cache), then :736.
-CUDNN_FP8 = ("[INFO] cuDNN backend does not support FP8. Skipping.\n"
-             "[ERROR] No backends to test. Exiting.\n")
 #: flashinfer_benchmark_utils.py:1094 (filter_backends_by_compute_capability), attention.py:736.
 NOT_ON_SM90 = ("[WARNING] trtllm-gen for routine BatchDecodeWithPagedKVCacheWrapper is not supported "
                "on compute capability 9.0. Skipping.\n[ERROR] No backends to test. Exiting.\n")
@@ -63,7 +63,6 @@ PERF = ("[INFO] Running testBatchDecodeWithPagedKVCacheWrapper\n[PERF] fa2_tc   
 
 
 @pytest.mark.parametrize("log, quoted", [
-    (CUDNN_FP8, "cuDNN backend does not support FP8"),
     (NOT_ON_SM90, "not supported on compute capability 9.0"),
     (CUDNN_VERSION, "requires cuDNN >= 9.17.1"),
     (CUTLASS_PAGE, "only supports page size 32 or 64"),
@@ -104,6 +103,79 @@ def test_a_case_note_leads_the_rows_reason():
     row = row_from_case(case, classify_driver_case("", [csv_row], WorkerReply({}), RunSettings(), "fa2",
                                                    case.routine))
     assert row.reason.startswith("the driver times fa2 without a CUDA graph")
+
+
+# ---------------------------------------------------------------------------------------------
+# Real driver output (H200, 0.6.18)
+
+#: name -> (backend, KV dtype, entry, status, words of the reason)
+CAPTURED_CASES = {
+    "decode_bfloat16_fa2": ("fa2", "bf16", LLAMA, "ok", ""),
+    "decode_bfloat16_fa2_tc": ("fa2_tc", "bf16", LLAMA, "ok", ""),
+    "decode_bfloat16_cudnn": ("cudnn", "bf16", LLAMA, "ok", ""),
+    "decode_bfloat16_trtllm-native": ("trtllm-native", "bf16", LLAMA, "ok", ""),
+    "decode_fp8_e4m3_fa2": ("fa2", "fp8", LLAMA, "ok", ""),
+    "decode_fp8_e4m3_fa2_tc": ("fa2_tc", "fp8", LLAMA, "ok", ""),
+    "decode_fp8_e4m3_trtllm-native": ("trtllm-native", "fp8", LLAMA, "ok", ""),
+    "decode_fp8_e4m3_cudnn": ("cudnn", "fp8", LLAMA, "unsupported", "[INFO] cuDNN backend does not support FP8. Skipping."),
+    "mla_decode_bfloat16_fa2": ("fa2", "bf16", DEEPSEEK_V3, "ok", ""),
+    "mla_decode_bfloat16_fa3": ("fa3", "bf16", DEEPSEEK_V3, "ok", ""),
+    "mla_decode_fp8_e4m3_fa2": ("fa2", "fp8", DEEPSEEK_V3, "unsupported", "[INFO] FA2 backend does not support FP8. Skipping."),
+    "mla_decode_fp8_e4m3_fa3": ("fa3", "fp8", DEEPSEEK_V3, "unsupported", "[INFO] FA3 backend does not support FP8. Skipping."),
+}
+
+
+def _captured(name: str) -> tuple[str, list[dict[str, str]], list[str]]:
+    with open(os.path.join(CAPTURED, f"{name}.log"), errors="replace") as f:
+        log = f.read()
+    with open(os.path.join(CAPTURED, f"{name}.cmd")) as f:
+        argv = shlex.split(f.read())[2:]  # drop "python3 .../flashinfer_benchmark.py"
+    return log, read_driver_csv(os.path.join(CAPTURED, f"{name}.csv")), argv
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURED_CASES))
+def test_captured_driver_output_is_classified(name):
+    backend, kv_dtype, entry, status, words = CAPTURED_CASES[name]
+    case = case_of(entry, backend, kv_dtype=kv_dtype, m=8, kv=1024)
+    log, rows, _ = _captured(name)
+    out = classify_driver_case(log, rows, WorkerReply({}), RunSettings(), backend, case.routine)
+    assert out.status == status and words in out.reason
+    if status == "ok":
+        assert out.median_us == pytest.approx(float(rows[0]["median_time"]) * 1e3) and out.timer == "cupti"
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURED_CASES))
+def test_the_cases_argv_is_the_one_the_capture_ran(name):
+    backend, kv_dtype, entry, _, _ = CAPTURED_CASES[name]
+    case = case_of(entry, backend, kv_dtype=kv_dtype, m=8, kv=1024)
+    _, _, ran = _captured(name)
+    timing = {"--num_iters", "--dry_run_iters", "-v", "--case_tag", "--output_path"}
+
+    def shape_flags(argv):
+        out, i = {}, 0
+        while i < len(argv):
+            flag = argv[i]
+            value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else ""
+            if flag not in timing:
+                out[flag] = value
+            i += 2 if value else 1
+        return out
+
+    assert shape_flags(list(case.driver_args)) == shape_flags(ran)
+
+
+@pytest.mark.parametrize("name", [n for n, c in sorted(CAPTURED_CASES.items()) if c[3] == "ok"])
+def test_the_roofline_agrees_with_the_drivers_own_tflops_and_tb_per_sec(name):
+    # The driver's CSV row gives its TFLOP/s and TB/s at its median (flashinfer.testing.utils
+    # attention_tflops/tb_per_sec_with_actual_seq_lens); this tool's FLOPs and bytes at the same
+    # median must give the same rates.
+    backend, kv_dtype, entry, _, _ = CAPTURED_CASES[name]
+    case = case_of(entry, backend, kv_dtype=kv_dtype, m=8, kv=1024)
+    _, rows, _ = _captured(name)
+    out = classify_driver_case("", rows, WorkerReply({}), RunSettings(), backend, case.routine)
+    row = roofline.annotate(row_from_case(case, out), "NVIDIA H200", (9, 0))
+    assert row.tb_per_sec == pytest.approx(float(rows[0]["tb_per_sec"]), rel=1e-3)
+    assert row.tflops == pytest.approx(float(rows[0]["tflops"]), rel=1e-3)
 
 
 # ---------------------------------------------------------------------------------------------
