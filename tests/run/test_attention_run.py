@@ -117,11 +117,14 @@ CAPTURED_CASES = {
     "decode_fp8_e4m3_fa2": ("fa2", "fp8", LLAMA, "ok", ""),
     "decode_fp8_e4m3_fa2_tc": ("fa2_tc", "fp8", LLAMA, "ok", ""),
     "decode_fp8_e4m3_trtllm-native": ("trtllm-native", "fp8", LLAMA, "ok", ""),
-    "decode_fp8_e4m3_cudnn": ("cudnn", "fp8", LLAMA, "unsupported", "[INFO] cuDNN backend does not support FP8. Skipping."),
+    "decode_fp8_e4m3_cudnn": ("cudnn", "fp8", LLAMA, "unsupported",
+                              "[INFO] cuDNN backend does not support FP8. Skipping."),
     "mla_decode_bfloat16_fa2": ("fa2", "bf16", DEEPSEEK_V3, "ok", ""),
     "mla_decode_bfloat16_fa3": ("fa3", "bf16", DEEPSEEK_V3, "ok", ""),
-    "mla_decode_fp8_e4m3_fa2": ("fa2", "fp8", DEEPSEEK_V3, "unsupported", "[INFO] FA2 backend does not support FP8. Skipping."),
-    "mla_decode_fp8_e4m3_fa3": ("fa3", "fp8", DEEPSEEK_V3, "unsupported", "[INFO] FA3 backend does not support FP8. Skipping."),
+    "mla_decode_fp8_e4m3_fa2": ("fa2", "fp8", DEEPSEEK_V3, "unsupported",
+                                "[INFO] FA2 backend does not support FP8. Skipping."),
+    "mla_decode_fp8_e4m3_fa3": ("fa3", "fp8", DEEPSEEK_V3, "unsupported",
+                                "[INFO] FA3 backend does not support FP8. Skipping."),
 }
 
 
