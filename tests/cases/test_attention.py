@@ -241,3 +241,17 @@ def test_an_attention_backend_filter_on_a_plan_without_attention_names_the_backe
     with pytest.raises(UsageError) as e:
         plan_cases(plan_from_shapes([(64, 64, "a")]), [1], ["bf16"], ["fa2"], SM90)
     assert e.value.field == "--backends" and "matches no case" in e.value.fix
+
+
+def test_chunked_local_attention_reads_at_most_its_chunk():
+    chunked = replace(LLAMA, name="attn.chunked", attention_chunk_size=8192)
+    cases = attention_cases(plan_of(chunked), [1], AttentionSweep(kv_lens=(1024, 32768), kv_dtypes=("bf16",),
+                                                                  prefill_lens=(4096, 16384)),
+                            compute_capability=SM90)
+    long = next(c for c in cases if c.case_id == "attention.attn.chunked.decode.m1.kv32768.bf16.cudnn")
+    assert long.logical.kv_len == 8192 and "at most 8192" in long.note and flags(long)["--s_kv"] == "8192"
+    short = next(c for c in cases if c.case_id == "attention.attn.chunked.decode.m1.kv1024.bf16.cudnn")
+    assert short.logical.kv_len == 1024 and not short.note
+    over = next(c for c in cases if c.case_id == "attention.attn.chunked.prefill.m16384.bf16.fa3")
+    fits = next(c for c in cases if c.case_id == "attention.attn.chunked.prefill.m4096.bf16.fa3")
+    assert "chunked local attention" in over.skip_reason and not fits.skip_reason

@@ -22,7 +22,8 @@ FLASH_ATTN, vllm-flash-attn, which no row here times).
 The driver takes no sliding window (its attention parser has no window flag; the ragged routine
 passes window_left=-1), so a windowed layer's decode is timed over min(kv_len, window) tokens,
 which is what it reads, and the row says so; a windowed prefill longer than the window is no shape
-the driver runs and is unsupported.
+the driver runs and is unsupported. Llama 4's chunked local attention is the same with its chunk:
+a decode token reads the tokens of its own chunk, at most the chunk size, which is what is timed.
 """
 
 from __future__ import annotations
@@ -222,16 +223,17 @@ def page_size_reason(routine: str, backend: str, page_size: int, cc: tuple[int, 
 
 
 def _shape(entry: AttentionEntry, phase: str, tokens: int, context: int, page_size: int) -> AttentionShape:
-    window = entry.sliding_window
-    kv_len = min(context, window) if window and phase == "decode" else context
+    window, chunk = entry.sliding_window, entry.attention_chunk_size
     decode = phase == "decode"
+    # A decode token reads at most the window, or the tokens of its own chunk (at most the chunk).
+    kv_len = min([context, *(x for x in (window, chunk) if x)]) if decode else context
     return AttentionShape(
         phase=phase, batch_size=tokens if decode else 1, q_len=1 if decode else tokens,
         kv_len=kv_len, context_len=context, num_q_heads=entry.num_q_heads,
         num_kv_heads=entry.num_kv_heads, head_dim_qk=entry.head_dim_qk, head_dim_vo=entry.head_dim_vo,
         page_size=0 if (entry.kind == "mla" and not decode) else page_size,
         kv_lora_rank=entry.kv_lora_rank, qk_rope_head_dim=entry.qk_rope_head_dim,
-        sliding_window=window, causal=not decode)
+        sliding_window=window, attention_chunk_size=chunk, causal=not decode)
 
 
 def _routine(entry: AttentionEntry, phase: str) -> str:
@@ -273,15 +275,23 @@ def _unsupported_reason(entry: AttentionEntry, shape: AttentionShape) -> str:
         return (f"sliding window {shape.sliding_window} < prefill length {shape.q_len}: the driver's "
                 "prefill routines take no window (its attention parser has no window flag; "
                 f"{_ATT}:2710 passes window_left=-1), so no driver call runs this layer's prefill")
+    if shape.phase == "prefill" and shape.attention_chunk_size and shape.q_len > shape.attention_chunk_size:
+        return (f"chunked local attention (chunks of {shape.attention_chunk_size}) < prefill length "
+                f"{shape.q_len}: the driver's prefill routines take no such mask (no flag for it), so "
+                "no driver call runs this layer's prefill")
     return ""
 
 
 def _note(shape: AttentionShape, backend: str) -> str:
     notes = []
-    if shape.kv_len < shape.context_len:
+    if shape.kv_len < shape.context_len and shape.kv_len == shape.sliding_window:
         notes.append(f"sliding window {shape.sliding_window}: decode reads min({shape.context_len}, "
                      f"{shape.sliding_window}) = {shape.kv_len} tokens, timed as full attention over "
                      "them (the driver takes no window)")
+    elif shape.kv_len < shape.context_len:
+        notes.append(f"chunked local attention (chunks of {shape.attention_chunk_size}): a decode token "
+                     f"reads the tokens of its own chunk, at most {shape.kv_len}; timed as full attention "
+                     "over that many, the most it reads (the driver takes no chunk mask)")
     if backend == "fa2":
         notes.append(FA2_EAGER)
     return "; ".join(notes)

@@ -69,8 +69,8 @@ class AttentionShape:
     q_len: int
     """New (query) tokens per sequence: 1 for decode, L for prefill."""
     kv_len: int
-    """K/V tokens each sequence's queries read: the context, or the sliding window when that is
-    shorter (a windowed decode reads min(context, window) tokens)."""
+    """K/V tokens each sequence's queries read: the context, or the sliding window (or the chunk of
+    chunked local attention) when that is shorter: a windowed decode reads min(context, window)."""
     context_len: int
     """Tokens in each sequence's context (the --kv_lens or --prefill_lens value)."""
     num_q_heads: int
@@ -88,6 +88,8 @@ class AttentionShape:
     """MLA: the RoPE key width stored beside the latent (--head_dim_kpe); 0 for MHA."""
     sliding_window: int = 0
     """The layer's window (0: full attention)."""
+    attention_chunk_size: int = 0
+    """Llama 4's chunked local attention: the chunk a query attends within (0: none)."""
     causal: bool = False
     """Causal mask over the new tokens (prefill)."""
 

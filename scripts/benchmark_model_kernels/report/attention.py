@@ -61,10 +61,11 @@ class AttentionTotal:
         return not self.missing
 
 
-def _shape_text(kind: str, q: int, kv: int, dqk: int, dvo: int, latent: int, rope: int, window: int) -> str:
+def _shape_text(kind: str, q: int, kv: int, dqk: int, dvo: int, latent: int, rope: int, window: int,
+                chunk: int = 0) -> str:
     text = (f"MLA {q} heads, latent {latent} + RoPE {rope}" if kind == "mla"
             else f"{q} q / {kv} KV heads, head dim {dqk}/{dvo}")
-    return text + (f", sliding window {window}" if window else "")
+    return text + (f", sliding window {window}" if window else "") + (f", chunks of {chunk}" if chunk else "")
 
 
 def attention_types(plan: Plan | None, rows: Sequence[Row]) -> list[AttentionType]:
@@ -75,7 +76,7 @@ def attention_types(plan: Plan | None, rows: Sequence[Row]) -> list[AttentionTyp
         out.append(AttentionType(a.name, a.kind, a.layers,
                                  _shape_text(a.kind, a.num_q_heads, a.num_kv_heads, a.head_dim_qk,
                                              a.head_dim_vo, a.kv_lora_rank, a.qk_rope_head_dim,
-                                             a.sliding_window), a.sliding_window))
+                                             a.sliding_window, a.attention_chunk_size), a.sliding_window))
     seen = {t.name for t in out}
     for r in rows:
         if r.name in seen:
@@ -85,7 +86,8 @@ def attention_types(plan: Plan | None, rows: Sequence[Row]) -> list[AttentionTyp
         out.append(AttentionType(r.name, kind, r.layers,
                                  _shape_text(kind, r.num_q_heads or 0, r.num_kv_heads or 0, r.head_dim_qk or 0,
                                              r.head_dim_vo or 0, r.kv_lora_rank or 0,
-                                             r.qk_rope_head_dim or 0, r.sliding_window or 0),
+                                             r.qk_rope_head_dim or 0, r.sliding_window or 0,
+                                             r.attention_chunk_size or 0),
                                  r.sliding_window or 0))
     return out
 

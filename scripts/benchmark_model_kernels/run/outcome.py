@@ -428,7 +428,8 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
                  "num_q_heads": lg.num_q_heads, "num_kv_heads": lg.num_kv_heads,
                  "head_dim_qk": lg.head_dim_qk, "head_dim_vo": lg.head_dim_vo,
                  "kv_lora_rank": lg.kv_lora_rank, "qk_rope_head_dim": lg.qk_rope_head_dim,
-                 "page_size": lg.page_size, "sliding_window": lg.sliding_window}
+                 "page_size": lg.page_size, "sliding_window": lg.sliding_window,
+                 "attention_chunk_size": lg.attention_chunk_size}
     # The case's note says what a number is (e.g. timed over a window's tokens): timed rows only.
     note = case.note if outcome.median_us is not None else ""
     reason = "; ".join(x for x in (note, outcome.reason) if x)

@@ -179,6 +179,8 @@ class Row:
     """Tokens per KV page (0: the ragged prefill routine, no pages)."""
     sliding_window: int | None = None
     """The layer's window (0: full attention)."""
+    attention_chunk_size: int | None = None
+    """Llama 4's chunked local attention: the chunk a query attends within (0: none)."""
     # --- measurement
     median_us: float | None = None
     """Median time; for with_quant rows kernel + activation quantization."""

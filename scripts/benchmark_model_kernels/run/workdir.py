@@ -284,7 +284,7 @@ def _same_case(row: Row, fresh: Row) -> bool:
             "phys_hidden", "phys_intermediate", "activation", "routing_method", "num_tokens",
             "phase", "batch_size", "q_len", "kv_len", "context_len", "num_q_heads", "num_kv_heads",
             "head_dim_qk", "head_dim_vo", "kv_lora_rank", "qk_rope_head_dim", "page_size",
-            "sliding_window")
+            "sliding_window", "attention_chunk_size")
     # Rows written before num_tokens ran num_tokens = M: only those still agree.
     if row.num_tokens is None:
         row = replace(row, num_tokens=row.m)
