@@ -6,12 +6,11 @@
 #   source .fi618/setup.sh && export PYTHONPATH=$PWD/scripts:$PYTHONPATH
 #   bash benchmarks/h200_attention.sh OUT
 # Writes OUT/attention_runs.tar.gz (each model's results.json, combined_results.csv, report.md, the
-# console logs, a few driver attention lines run directly) and OUT/attention_summary.txt. Every
-# step has its own timeout inside the call's budget (BUDGET_S, default 540 s), each step's log is
-# kept, and the archive is made whatever a step did. A run the budget cut keeps its rows: call
-# again on the still-warm machine and it continues with --resume (workdirs/attention/, git-ignored).
-# Plans whose `attention` list is empty (a planner that does not fill it yet) get the per-rank
-# attention entry of the model written in here, from its config (said in the summary).
+# comparison report.md, the console logs, a driver attention line run directly) and
+# OUT/attention_summary.txt. Every step has its own timeout inside the call's budget (BUDGET_S,
+# default 540 s), each step's log is kept, and the archive is made whatever a step did. A sweep the
+# budget cut keeps its rows: call again on the still-warm machine and it continues with --resume
+# (workdirs/attention/, git-ignored).
 set -u
 out=${1:?usage: h200_attention.sh OUT}
 mkdir -p "$out"
@@ -25,7 +24,7 @@ summary="$out/attention_summary.txt"
 say() { echo "$*" | tee -a "$summary"; }
 pack() {
   (cd "$W" && find . -name results.json -o -name combined_results.csv -o -name report.md \
-     -o -name '*.txt' -o -name '*.log' -o -name '*.csv' -o -name plan.json | tar -czf - -T -) \
+     -o -name '*.txt' -o -name '*.log' -o -name '*.csv' | tar -czf - -T -) \
     > "$out/attention_runs.tar.gz"
 }
 trap pack EXIT
@@ -41,7 +40,6 @@ step() {  # step NAME MAX_S CMD...: one step within the budget, its log in W/NAM
   tail -n 3 "$W/$name.txt" | sed 's/^/    /' | tee -a "$summary" > /dev/null
   return 0
 }
-resume_of() { [ -f "$1/results.json" ] && echo --resume; }
 say "flashinfer checkout $(cat "$FI/version.txt" 2>/dev/null) in $FI"
 
 CACHE="$W/autotune_cache.json"
@@ -51,39 +49,25 @@ SEED=${SEED_CACHE:-examples/h200/vllm_default/cache}
 # every sm_90 backend of the decode routine (fa2 fa2_tc cudnn trtllm-native; cudnn is both).
 BACKENDS="torch triton cudnn cublaslt cublas fa2 fa2_tc trtllm-native"
 
-for model in llama-3.1-8b qwen3-30b-a3b; do
-  wd="$W/$model"
-  mkdir -p "$wd"
-  if [ ! -f "$wd/plan.json" ]; then
-    step "plan_$model" 120 python3 scripts/benchmark_model.py "$model" --tp 1 --print_only \
-      --plan_json "$wd/plan.json" --force
-    # The per-rank attention entry at TP=1 from the bundled config, when the planner left it out.
-    python3 - "$wd/plan.json" "$model" <<'EOF' | tee -a "$summary"
-import json, sys
-path, model = sys.argv[1], sys.argv[2]
-plan = json.load(open(path))
-if plan.get("attention"):
-    print(f"{model}: the plan's own attention entries: {[a['name'] for a in plan['attention']]}")
-    sys.exit(0)
-layers, kv = {"llama-3.1-8b": (32, 8), "qwen3-30b-a3b": (48, 4)}[model]
-plan["attention"] = [{"name": "attn", "modules": ["model.layers.*.self_attn.attn"], "kind": "mha",
-                      "layers": layers, "num_q_heads": 32, "num_kv_heads": kv, "head_dim_qk": 128,
-                      "head_dim_vo": 128, "total_q_heads": 32, "total_kv_heads": kv}]
-json.dump(plan, open(path, "w"), indent=1)
-print(f"{model}: attention entry written here (plan had none): {layers} layers, 32 q / {kv} kv heads, 128/128")
-EOF
-  fi
-  # shellcheck disable=SC2086  # BACKENDS is a word list
-  step "run_$model" 420 python3 scripts/benchmark_via_builtin.py --plan "$wd/plan.json" \
-    --ms 1 8 64 --kv_lens 1024 32768 --kv_dtypes bf16 fp8 --dtypes bf16 fp8 --backends $BACKENDS \
-    --flashinfer_repo "$FI" --workdir "$wd/run" --autotune_cache "$CACHE" $(resume_of "$wd/run")
-done
-
-# One report over both models (each run writes its own as well).
-step report 60 python3 scripts/report.py "$W"/llama-3.1-8b/run "$W"/qwen3-30b-a3b/run --out "$W/report" --force
+# First a driver attention line run directly, as the smoke script does, for comparison with the
+# tool's row of the same shape (it also builds those two decode kernels once).
+step driver_line 60 python3 "$FI/benchmarks/flashinfer_benchmark.py" \
+  --routine BatchDecodeWithPagedKVCacheWrapper --backends fa2_tc trtllm-native --page_size 16 \
+  --batch_size 8 --s_qo 1 --s_kv 1024 --num_qo_heads 32 --num_kv_heads 8 --head_dim_qk 128 \
+  --head_dim_vo 128 --q_dtype bfloat16 --kv_dtype bfloat16 --num_iters 30 --dry_run_iters 5 -v \
+  --case_tag direct_decode --output_path "$W/driver_line.csv"
+# Both models in one sweep: one sub-workdir per model and a report comparing them; the plans'
+# attention entries come from the planner (plan.attention). A second call resumes the sweep.
+RESUME=""; ls "$W"/sweep/*/results.json >/dev/null 2>&1 && RESUME=--resume
+# shellcheck disable=SC2086  # BACKENDS is a word list
+step sweep 420 python3 scripts/benchmark_model.py llama-3.1-8b qwen3-30b-a3b --tp 1 --ms 1 8 64 \
+  --kv_lens 1024 32768 --kv_dtypes bf16 fp8 --dtypes bf16 fp8 --backends $BACKENDS \
+  --flashinfer_repo "$FI" --workdir "$W/sweep" --autotune_cache "$CACHE" $RESUME
+# The report of whatever was measured (the run writes it too, unless the limit cut it).
+step report 40 python3 scripts/report.py "$W"/sweep/*/ --out "$W/sweep" --force
 python3 - "$W" <<'EOF' | tee -a "$summary"
 import collections, glob, json, os, sys
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "run", "results.json"))):
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "sweep", "*", "results.json"))):
     res = json.load(open(path))
     att = [r for r in res["rows"] if r["kind"] == "attention"]
     print(path, "rows:", len(res["rows"]), "attention:", dict(collections.Counter(r["status"] for r in att)))
@@ -95,10 +79,4 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "run", "results.json
         print("    ok", r["case_id"], f"{r['median_us']:.2f} us", f"{r.get('pct_peak_bandwidth')} % HBM",
               "samples", r.get("n_samples"))
 EOF
-# A driver attention line run directly, as the smoke script does, for comparison with the tool's row.
-step driver_line 60 python3 "$FI/benchmarks/flashinfer_benchmark.py" \
-  --routine BatchDecodeWithPagedKVCacheWrapper --backends fa2_tc trtllm-native --page_size 16 \
-  --batch_size 8 --s_qo 1 --s_kv 1024 --num_qo_heads 32 --num_kv_heads 8 --head_dim_qk 128 \
-  --head_dim_vo 128 --q_dtype bfloat16 --kv_dtype bfloat16 --num_iters 30 --dry_run_iters 5 -v \
-  --case_tag direct_decode --output_path "$W/driver_line.csv"
 say "total wall $(( $(date +%s) - t_start ))s"
