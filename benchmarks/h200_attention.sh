@@ -44,7 +44,12 @@ say "flashinfer checkout $(cat "$FI/version.txt" 2>/dev/null) in $FI"
 
 CACHE="$W/autotune_cache.json"
 SEED=${SEED_CACHE:-examples/h200/vllm_default/cache}
-[ -f "$SEED/autotune_cache.json" ] && [ ! -f "$CACHE" ] && cp "$SEED/autotune_cache.json" "$CACHE"
+# The seed's Triton tile choices (autotune_cache.json.triton/, beside the JSON) come with it: the
+# fused-MoE and block-FP8 rows then time the seeded tiles instead of tuning them first.
+if [ -f "$SEED/autotune_cache.json" ] && [ ! -f "$CACHE" ]; then
+  cp "$SEED/autotune_cache.json" "$CACHE"
+  [ -d "$SEED/autotune_cache.json.triton" ] && cp -r "$SEED/autotune_cache.json.triton" "$CACHE.triton"
+fi
 # GEMM/MoE: vLLM's defaults (torch = cuBLAS, triton MoE) and FlashInfer's fast ones; attention:
 # every sm_90 backend of the decode routine (fa2 fa2_tc cudnn trtllm-native; cudnn is both).
 BACKENDS="torch triton cudnn cublaslt cublas fa2 fa2_tc trtllm-native"

@@ -20,7 +20,7 @@ if [ "$stage" = a ]; then
     >"$E/sweep_speed.txt" 2>&1; echo "sweep rc=$?" | tee -a "$E/sweep_speed.txt"
 else
   for tp in 1 4; do
-    timeout 270 python3 scripts/benchmark_model.py qwen3-30b-a3b --tp $tp --ms 1 8 64 512 \
+    timeout 270 python3 scripts/benchmark_model.py qwen3-30b-a3b --no_attention --tp $tp --ms 1 8 64 512 \
       --flashinfer_repo $FI --workdir "$E/qwen3-30b-a3b_tp$tp" --autotune_cache "$E/autotune_cache.json" \
       >"$E/qwen3-30b-a3b_tp$tp.txt" 2>&1; echo "qwen tp$tp rc=$?" | tee -a "$E/qwen3-30b-a3b_tp$tp.txt"
   done

@@ -52,7 +52,7 @@ v0.6.18)
   repo=.fi618/flashinfer
   say "checkout: $(cat $repo/version.txt) at $(cat $repo/COMMIT)"
   step doctor 90 python3 scripts/check_env.py --flashinfer_repo "$repo"
-  step sweep 400 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --flashinfer_repo "$repo" \
+  step sweep 400 python3 scripts/benchmark_model.py llama-3.1-8b --no_attention --tp 1 --flashinfer_repo "$repo" \
     --workdir "$work/llama-3.1-8b_tp1" --ms 1 8 64 512 $(resume_of "$work/llama-3.1-8b_tp1")
   [ -f "$work/llama-3.1-8b_tp1/results.json" ] && python3 - "$work/llama-3.1-8b_tp1/results.json" <<'EOF' | tee -a "$summary"
 import collections, json, sys
@@ -80,11 +80,11 @@ v0.7)
   step capabilities 60 env PYTHONPATH="scripts:$PYTHONPATH" \
     python3 -m benchmark_model_kernels.cases.capability_probe
   rm -rf "$work/llama-3.1-8b_tp1_dry"
-  step dry_run_sm90 60 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --dry_run \
+  step dry_run_sm90 60 python3 scripts/benchmark_model.py llama-3.1-8b --no_attention --tp 1 --dry_run \
     --assume_cc 9.0 --workdir "$work/llama-3.1-8b_tp1_dry"
   # Every recipe and backend without a checkout: torch and triton rows timed against the 0.7 wheel,
   # each driver row failed with the driver it needs (exit 1 is expected).
-  step library_rows 300 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --no_driver \
+  step library_rows 300 python3 scripts/benchmark_model.py llama-3.1-8b --no_attention --tp 1 --no_driver \
     --workdir "$work/llama-3.1-8b_tp1_library" --ms 1 8 64 512 $(resume_of "$work/llama-3.1-8b_tp1_library")
   [ -f "$work/llama-3.1-8b_tp1_library/results.json" ] && python3 -c "
 import collections, json, sys

@@ -39,7 +39,7 @@ fi
 
 t1=$SECONDS
 # shellcheck disable=SC2086  # MS and BACKENDS are lists of words
-timeout 330 python3 scripts/benchmark_model.py llama-3.1-8b qwen3-30b-a3b --tp 1 --ms $MS \
+timeout 330 python3 scripts/benchmark_model.py llama-3.1-8b qwen3-30b-a3b --no_attention --tp 1 --ms $MS \
   --dtypes bf16 fp8 --backends $BACKENDS --modes graph eager --flashinfer_repo "$FI" \
   --workdir "$E/sweep" --autotune_cache "$CACHE" $RESUME_FLAG >>"$E/sweep.txt" 2>&1
 echo "sweep rc=$? wall_s=$((SECONDS - t1))" | tee -a "$E/sweep.txt"

@@ -47,7 +47,7 @@ if [ "$what" = llama-warm ]; then
   seed=examples/h200/flashinfer_versions/v0.6.18/llama-3.1-8b_tp1
   mkdir -p "$W"/cold && cp "$seed"/autotune_cache.json "$W"/cold/ && cp -r "$seed"/autotune_cache.json.triton "$W"/cold/
   echo "prewarm: JIT caches, kept plan and capability answer (not timed against a target)" | tee -a "$E/sweep_speed_$what.txt"
-  XDG_CACHE_HOME="$PWD/$W/user_cache" timeout 400 python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --ms 1 8 64 512 \
+  XDG_CACHE_HOME="$PWD/$W/user_cache" timeout 400 python3 scripts/benchmark_model.py llama-3.1-8b --no_attention --tp 1 --ms 1 8 64 512 \
     --flashinfer_repo "$FI" --workdir "$W"/prewarm --no_autotune --no_check --no_cache >>"$E/sweep_speed_$what.txt" 2>&1
   echo "prewarm rc=$?" | tee -a "$E/sweep_speed_$what.txt"
 fi

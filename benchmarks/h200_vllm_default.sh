@@ -27,7 +27,7 @@ fi
 run() {  # run NAME TIMEOUT ARGS...: one benchmark_model.py run, console appended to NAME.txt
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
-  timeout "$limit" python3 scripts/benchmark_model.py "$@" --ms 1 8 64 512 --flashinfer_repo $FI \
+  timeout "$limit" python3 scripts/benchmark_model.py "$@" --no_attention --ms 1 8 64 512 --flashinfer_repo $FI \
     --workdir "$E/$name" --autotune_cache "$CACHE" >>"$E/$name.txt" 2>&1
   echo "$name rc=$? wall_s=$((SECONDS - t0))" | tee -a "$E/$name.txt"
 }

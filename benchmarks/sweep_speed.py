@@ -52,7 +52,8 @@ STOP_GRACE_S = 30.0
 def run_argv(label: str, args: argparse.Namespace, resume: bool = False) -> list[str]:
     """benchmark_model.py's argv for run `label`."""
     out = os.path.abspath(args.out)
-    common = ["--ms", *map(str, args.ms), "--flashinfer_repo", args.flashinfer_repo,
+    # The sweep the targets were set for: GEMM and MoE rows (attention rows are another workload).
+    common = ["--ms", *map(str, args.ms), "--flashinfer_repo", args.flashinfer_repo, "--no_attention",
               "--workdir", os.path.join(out, label)]
     if label == "models":
         flags = ["--autotune_cache", os.path.join(out, "models_autotune_cache.json"),
