@@ -56,7 +56,8 @@ def test_process_age_is_seconds_since_start():
     assert age is None or 0 < age < 24 * 3600
 
 
-def test_a_run_records_its_timings_and_prints_them(tmp_path):
+def test_a_run_records_its_timings_and_prints_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(phases, "_BEGUN", [True])  # not the process's first run: no start-up
     workdir = str(tmp_path / "w")
     progress = io.StringIO()
     cases = [gemm_case(512), gemm_case(1024), replace(gemm_case(2048), skip_reason="not on this GPU")]
@@ -75,3 +76,27 @@ def test_a_run_records_its_timings_and_prints_them(tmp_path):
     with open(os.path.join(ROOT, "references", "results.schema.json")) as f:
         published = json.load(f)["properties"]["timings"]
     jsonschema.validate(timings, published)
+
+
+def test_an_interrupted_run_records_its_timings_up_to_the_signal(tmp_path, monkeypatch):
+    workdir = str(tmp_path / "w")
+    real = runner.Runner.run_one
+    calls = []
+
+    def interrupted_on_the_second(self, case, slot=0):
+        calls.append(case.case_id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, case, slot)
+
+    monkeypatch.setattr(runner.Runner, "run_one", interrupted_on_the_second)
+    monkeypatch.setattr(phases, "_BEGUN", [True])
+    phases.next_clock()
+    rc = runner.run_plan(None, [gemm_case(512), gemm_case(1024)],
+                         replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "a.json")),
+                         workdir, FAKE_REPO, GPU, command=["test"], progress=io.StringIO(),
+                         environment=lambda repo: MACHINE)
+    results = load_results(workdir)
+    assert rc == 130 and len(results["rows"]) == 1
+    assert set(results["timings"]["phases_s"]) == {"environment", "cases"}
+    assert results["timings"]["cases_by_job"]["driver"]["rows"] == 1

@@ -612,7 +612,9 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
 
 
 def _save_interrupted(runner: Runner, interrupt: KeyboardInterrupt, progress: TextIO) -> int:
-    """Write the rows measured before `interrupt`, say how to resume; 128 + its signal."""
+    """Write the rows measured before `interrupt` (and where the time went until then), say how
+    to resume; 128 + its signal."""
+    runner.header["timings"] = phases.clock().as_dict()  # its "cases" phase ends at the signal
     runner.save()
     done = [runner.rows[c.case_id] for c in runner.cases if c.case_id in runner.rows]
     write_text_atomic(os.path.join(runner.workdir, RESULTS_CSV), csv_text(done, run_facts(runner.payload())))
