@@ -60,6 +60,13 @@ def _name_target(error: OSError, path: str) -> None:
     error.filename, error.filename2 = path, None
 
 
+def user_cache_dir(part: str) -> str:
+    """$XDG_CACHE_HOME/benchmark-model-kernels/<part>, or ~/.cache/benchmark-model-kernels/<part>:
+    the per-user folder of what the tool keeps between runs (results, plans, capabilities)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "benchmark-model-kernels", part)
+
+
 def write_text_atomic(path: str, text: str) -> None:
     """`text` (UTF-8) written atomically, as write_bytes_atomic."""
     write_bytes_atomic(path, text.encode("utf-8"))
@@ -144,6 +151,7 @@ def path_arg(flag: str) -> Callable[[str], str]:
 
 
 __all__ = [
+    "user_cache_dir",
     "DISK_FULL_ERRNOS",
     "copy_file_atomic",
     "disk_full_as_usage_error",

@@ -190,8 +190,9 @@ def _read_answer(path: str) -> dict[str, Any] | None:
 def default_answer_dir() -> str:
     """$XDG_CACHE_HOME/benchmark-model-kernels/capabilities, or under ~/.cache: beside the result
     cache, and like it one folder per user shared by every workdir."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "benchmark-model-kernels", "capabilities")
+    from ..files import user_cache_dir
+
+    return user_cache_dir("capabilities")
 
 
 def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,

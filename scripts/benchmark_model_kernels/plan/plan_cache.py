@@ -26,8 +26,9 @@ KEY_FORMAT = 1
 
 def default_plan_dir() -> str:
     """$XDG_CACHE_HOME/benchmark-model-kernels/plans, or under ~/.cache (beside the result cache)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "benchmark-model-kernels", "plans")
+    from ..files import user_cache_dir
+
+    return user_cache_dir("plans")
 
 
 def code_digest() -> str:

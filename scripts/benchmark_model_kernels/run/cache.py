@@ -72,8 +72,9 @@ NO_GPU_SEEN = "needs a CUDA GPU; none is visible"
 
 def default_cache_dir() -> str:
     """$XDG_CACHE_HOME/benchmark-model-kernels/results, or ~/.cache/benchmark-model-kernels/results."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "benchmark-model-kernels", "results")
+    from ..files import user_cache_dir
+
+    return user_cache_dir("results")
 
 
 def machine_fingerprint(gpu: tuple[str, tuple[int, int]] | None, environment: dict[str, Any]
