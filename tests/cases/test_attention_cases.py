@@ -255,3 +255,28 @@ def test_chunked_local_attention_reads_at_most_its_chunk():
     over = next(c for c in cases if c.case_id == "attention.attn.chunked.prefill.m16384.bf16.fa3")
     fits = next(c for c in cases if c.case_id == "attention.attn.chunked.prefill.m4096.bf16.fa3")
     assert "chunked local attention" in over.skip_reason and not fits.skip_reason
+
+
+def test_sequences_one_rank_cannot_hold_are_decided_before_launch():
+    """Llama-3.1-8B at TP=1 on 140 GiB: 64 x 32768 tokens need 256 GiB of BF16 K/V cache over 32
+    layers (64 * 32768 * 32 layers * 8 heads * (128 + 128) * 2 bytes), more than is left after the
+    weights; 8 x 32768 (32 GiB) fits. The smallest weights of the recipes asked for decide."""
+    from benchmark_model_kernels.cases.attention import attention_cases, mark_unfit
+    from benchmark_model_kernels.plan import planner
+
+    plan = planner.plan_model("llama-3.1-8b", 1, 1)
+    cases = attention_cases(plan, [8, 64], AttentionSweep(kv_lens=(1024, 32768)), ["fa2"], SM90)
+    gpu = int(140.4 * 2**30)
+    marked = {c.case_id: c for c in mark_unfit(cases, plan, ["bf16", "fp8"], gpu)}
+    unfit = marked["attention.attn.decode.m64.kv32768.bf16.fa2"]
+    assert unfit.skip_reason.startswith("does not fit on one rank: 64 sequence(s) x 32768 tokens need "
+                                        "256.0 GiB of BF16 K/V cache")
+    assert "after the weights of fp8" in unfit.skip_reason and unfit.driver_args == ()
+    assert marked["attention.attn.decode.m64.kv32768.fp8.fa2"].skip_reason.startswith("does not fit")
+    for kept in ("m8.kv32768.bf16", "m64.kv1024.bf16", "m8.kv1024.fp8"):
+        case = marked[f"attention.attn.decode.{kept}.fa2"]
+        assert case.skip_reason == "" and case.driver_args
+    # A GPU twice the size holds 64 x 32768 with an FP8 cache (128 GiB), still not with BF16.
+    bigger = {c.case_id: c for c in mark_unfit(cases, plan, ["fp8"], 2 * gpu)}
+    assert bigger["attention.attn.decode.m64.kv32768.fp8.fa2"].skip_reason == ""
+    assert bigger["attention.attn.decode.m64.kv32768.bf16.fa2"].skip_reason.startswith("does not fit")

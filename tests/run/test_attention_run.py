@@ -290,3 +290,29 @@ def test_attention_cases_run_through_the_worker_and_the_driver_protocol(tmp_path
     assert k["status"] == "unsupported" and "qk_nope_head_dim" in k["reason"]
     assert rc == 0 and results["settings"]["kv_lens"] == [1024, 8192, 32768]
     assert "attention attn decode m=8 kv=1024 bf16 fa2_tc ... ok" in progress.getvalue()
+
+
+def test_a_run_decides_the_sequences_its_gpu_cannot_hold_before_launch(tmp_path, monkeypatch):
+    """On a GPU (NVML's memory size), attention cases whose K/V cache one rank could not hold are
+    unsupported in cases.json with the reason, and get no driver argv; an --assume_cc stand-in,
+    whose memory nobody stated, decides nothing of the kind."""
+    from benchmark_model_kernels import cli_builtin
+    from benchmark_model_kernels.env import gpu as gpu_module
+    from benchmark_model_kernels.run import flags
+
+    plan = Plan(model=INFO, tp=1, ep=1, attention=(LLAMA,))
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(gpu_module, "nvml_memory_bytes", lambda index=0: int(140.4 * 2**30))
+    common = ["--plan", str(path), "--dry_run", "--ms", "8", "64", "--kv_lens", "32768", "--kv_dtypes", "bf16",
+              "--backends", "fa2"]
+    assert cli_builtin.main([*common, "--workdir", str(tmp_path / "w")]) == 0
+    cases = {c["case_id"]: c for c in json.loads((tmp_path / "w" / "cases.json").read_text())["cases"]}
+    unfit = cases["attention.attn.decode.m64.kv32768.bf16.fa2"]
+    assert unfit["skip_reason"].startswith("does not fit on one rank: 64 sequence(s) x 32768 tokens")
+    assert not unfit["driver_argv"]
+    assert cases["attention.attn.decode.m8.kv32768.bf16.fa2"]["skip_reason"] == ""
+    assert cli_builtin.main([*common, "--assume_cc", "9.0", "--workdir", str(tmp_path / "w2")]) == 0
+    assumed = json.loads((tmp_path / "w2" / "cases.json").read_text())["cases"]
+    assert all(c["skip_reason"] == "" for c in assumed)

@@ -187,6 +187,25 @@ def nvml_gpu(index: int = 0) -> tuple[str, tuple[int, int]] | None:
         _guard(pynvml.nvmlShutdown)
 
 
+def nvml_memory_bytes(index: int = 0) -> int | None:
+    """Total memory of CUDA device `index` in bytes through NVML, None where NVML cannot say."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001
+        return None
+    try:
+        which = _nvml_index(index)
+        handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
+                  else pynvml.nvmlDeviceGetHandleByUUID(which))
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        _guard(pynvml.nvmlShutdown)
+
+
 def driver_present() -> bool:
     """Whether an NVIDIA driver is visible without NVML (device node or nvidia-smi)."""
     return os.path.exists("/dev/nvidiactl") or shutil.which("nvidia-smi") is not None

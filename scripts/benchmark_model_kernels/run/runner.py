@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, TextIO
 
 from .. import __version__
 from ..cases import build as case_building
-from ..cases.attention import DEFAULT_SWEEP, AttentionSweep
+from ..cases.attention import DEFAULT_SWEEP, AttentionSweep, mark_unfit
 from ..cases.capabilities import HAND, Capabilities, default_answer_dir, load_capabilities
 from ..cases.schema import Case
 from ..errors import UsageError, cli_main
@@ -120,6 +120,16 @@ def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: I
                 raise UsageError("--backends", b, f"matches no case of this plan and these --dtypes; "
                                  f"choose from: {known}")
     return case_building.with_modes(built, list(modes))
+
+
+def _gpu_memory_bytes(gpu: Gpu | None) -> int | None:
+    """The memory of the GPU the cases run on (NVML), None for no GPU or an --assume_cc stand-in
+    (whose memory nobody stated)."""
+    if gpu is None or gpu[0].startswith("assumed "):
+        return None
+    from ..env.gpu import nvml_memory_bytes
+
+    return nvml_memory_bytes(0)
 
 
 def missing_driver_reason(environment: dict[str, Any]) -> str:
@@ -659,6 +669,9 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
                 if capabilities is load_capabilities else capabilities(request.flashinfer_repo))
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
                        request.settings.modes, caps, request.settings.attention_sweep)
+    memory_bytes = _gpu_memory_bytes(gpu)
+    if memory_bytes:
+        cases = mark_unfit(cases, plan, request.dtypes, memory_bytes)
     if not cases:
         raise UsageError("--dtypes", " ".join(request.dtypes), "no cases to run for this plan; "
                          "widen --dtypes/--backends")
