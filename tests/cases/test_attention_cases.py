@@ -23,6 +23,7 @@ from benchmark_model_kernels.cases.capabilities import Capabilities, Support
 from benchmark_model_kernels.cases.schema import AttentionShape, Case
 from benchmark_model_kernels.errors import UsageError
 from benchmark_model_kernels.plan.schema import AttentionEntry, ModelInfo, Plan
+from benchmark_model_kernels.run import roofline
 from benchmark_model_kernels.run.argv import driver_argv
 from benchmark_model_kernels.run.results import RunSettings
 
@@ -103,6 +104,33 @@ def test_deepseek_v3_mla_decode_runs_the_mla_routine_with_latent_and_rope_widths
     assert (f["--head_dim_ckv"], f["--head_dim_kpe"], f["--num_kv_heads"], f["--num_qo_heads"]) == (
         "512", "64", "1", "16")
     assert "--head_dim_qk" not in f and cases[0].layers == 61
+
+
+def test_mla_prefill_is_mha_over_the_up_projected_k_and_v_on_the_ragged_routine():
+    """DeepSeek-V3 at TP=8: 16 heads, each with its own K of 128 + 64 and V of 128 (vLLM's MLA
+    prefill backends plan head_dim_qk = qk_nope + qk_rope, head_dim_vo = v_head_dim); the cache
+    dtype does not reach prefill, so FP8 is not a second call."""
+    entry = replace(DEEPSEEK_V3, qk_nope_head_dim=128, v_head_dim=128)
+    cases = attention_cases(plan_of(entry, tp=8), [1], AttentionSweep(kv_lens=(), prefill_lens=(2048,)),
+                            compute_capability=SM90)
+    assert {c.backend for c in cases} == {"fa2", "fa3", "cudnn", "cudnn-native", "trtllm-fmha-v2"}
+    bf16 = [c for c in cases if c.dtype == "bf16"]
+    assert bf16 and all(c.routine == RAGGED and not c.skip_reason for c in bf16)
+    f = flags(bf16[0])
+    assert (f["--num_qo_heads"], f["--num_kv_heads"], f["--head_dim_qk"], f["--head_dim_vo"]) == (
+        "16", "16", "192", "128")
+    assert (f["--s_qo"], f["--s_kv"], f["--batch_size"], f["--kv_dtype"]) == ("2048", "2048", "1", "bfloat16")
+    assert "--causal" in f and "--page_size" not in f
+    # It reads the up-projected K and V, not the latent: 2048 tokens x 16 heads x (192 + 128) x 2 B,
+    # plus Q and O (2048 x 16 x 320 x 2 B); causal pairs 2048 * 2049 / 2 at 2 * 16 * 320 FLOPs each.
+    shape = bf16[0].logical
+    assert (shape.kv_lora_rank, shape.qk_rope_head_dim) == (0, 0)
+    flops, moved = roofline.attention_flops_bytes(shape.batch_size, shape.q_len, shape.kv_len, shape.num_q_heads,
+                                                  shape.num_kv_heads, shape.head_dim_qk, shape.head_dim_vo,
+                                                  "bf16", True, shape.kv_lora_rank, shape.qk_rope_head_dim)
+    assert moved == 2048 * 16 * 320 * 2 * 2 and flops == 2 * 16 * 320 * (2048 * 2049 / 2)
+    for case in (c for c in cases if c.dtype == "fp8"):
+        assert not case.driver_args and "the same call as the bf16 row" in case.skip_reason
 
 
 def test_mla_prefill_is_unsupported_naming_the_dims_the_plan_lacks():

@@ -39,6 +39,8 @@ def test_mla_absorbed_form():
     assert (a.num_q_heads, a.num_kv_heads, a.total_q_heads, a.total_kv_heads) == (16, 1, 128, 1)
     assert (a.head_dim_qk, a.head_dim_vo, a.kv_lora_rank, a.qk_rope_head_dim) == (576, 512, 512, 64)
     assert a.kv_elements_per_token == 576  # the latent and the RoPE key, one "head"
+    # prefill up-projects K and V per head: nope 128 (+ rope 64) and v 128, from config.json
+    assert (a.qk_nope_head_dim, a.v_head_dim) == (128, 128)
     # under EP=8 with TP=1 every rank runs all 128 heads (data-parallel attention)
     (ep,) = plan_of("deepseek-v3", 1, 8).attention
     assert ep.num_q_heads == 128

@@ -227,12 +227,22 @@ def _shape(entry: AttentionEntry, phase: str, tokens: int, context: int, page_si
     decode = phase == "decode"
     # A decode token reads at most the window, or the tokens of its own chunk (at most the chunk).
     kv_len = min([context, *(x for x in (window, chunk) if x)]) if decode else context
+    kv_heads, d_qk, d_vo = entry.num_kv_heads, entry.head_dim_qk, entry.head_dim_vo
+    latent, rope = entry.kv_lora_rank, entry.qk_rope_head_dim
+    if entry.kind == "mla" and not decode and entry.qk_nope_head_dim and entry.v_head_dim:
+        # MLA prefill is MHA over K and V up-projected from the latent: every local head has its
+        # own K (nope + rope) and V (vllm/v1/attention/backends/mla/prefill/flashinfer.py:
+        # head_dim_qk = qk_nope_head_dim + qk_rope_head_dim, head_dim_vo = v_head_dim), and the
+        # call reads those, not the latent.
+        kv_heads = entry.num_q_heads
+        d_qk, d_vo = entry.qk_nope_head_dim + entry.qk_rope_head_dim, entry.v_head_dim
+        latent, rope = 0, 0
     return AttentionShape(
         phase=phase, batch_size=tokens if decode else 1, q_len=1 if decode else tokens,
         kv_len=kv_len, context_len=context, num_q_heads=entry.num_q_heads,
-        num_kv_heads=entry.num_kv_heads, head_dim_qk=entry.head_dim_qk, head_dim_vo=entry.head_dim_vo,
+        num_kv_heads=kv_heads, head_dim_qk=d_qk, head_dim_vo=d_vo,
         page_size=0 if (entry.kind == "mla" and not decode) else page_size,
-        kv_lora_rank=entry.kv_lora_rank, qk_rope_head_dim=entry.qk_rope_head_dim,
+        kv_lora_rank=latent, qk_rope_head_dim=rope,
         sliding_window=window, attention_chunk_size=chunk, causal=not decode)
 
 
@@ -264,13 +274,18 @@ def attention_argv(case_id: str, routine: str, backend: str, shape: AttentionSha
     return tuple(args)
 
 
-def _unsupported_reason(entry: AttentionEntry, shape: AttentionShape) -> str:
+def _unsupported_reason(entry: AttentionEntry, shape: AttentionShape, kv_dtype: str) -> str:
     """Why no driver call times this entry in this phase ("" when one does)."""
-    if entry.kind == "mla" and shape.phase == "prefill":
+    if entry.kind == "mla" and shape.phase == "prefill" and not (entry.qk_nope_head_dim and entry.v_head_dim):
         return ("MLA prefill runs as MHA over the up-projected K/V (qk head dim qk_nope_head_dim + "
                 "qk_rope_head_dim, v head dim v_head_dim; vllm/v1/attention/backends/mla/prefill/"
-                "flash_attn.py), and the plan's attention entry does not carry qk_nope_head_dim or "
-                "v_head_dim, so the ragged prefill routine cannot be given that shape")
+                "flash_attn.py), and this plan's attention entry does not carry qk_nope_head_dim or "
+                "v_head_dim (a plan written before them: write it again with benchmark_model.py "
+                "--plan_json)")
+    if entry.kind == "mla" and shape.phase == "prefill" and kv_dtype != "bf16":
+        return ("MLA prefill attends over K and V up-projected from the latent in the model's dtype "
+                "whatever the cache's (vllm/v1/attention/backends/mla/prefill/flashinfer.py plans "
+                "q_data_type = the prefill dtype), so an FP8 cache gives the same call as the bf16 row")
     if shape.phase == "prefill" and shape.sliding_window and shape.q_len > shape.sliding_window:
         return (f"sliding window {shape.sliding_window} < prefill length {shape.q_len}: the driver's "
                 "prefill routines take no window (its attention parser has no window flag; "
@@ -328,7 +343,7 @@ def attention_cases(plan: Plan, ms: Sequence[int], sweep: AttentionSweep = DEFAU
                     if wanted is not None and backend not in wanted:
                         continue
                     case_id = _case_id(entry, phase, tokens, context, kv_dtype, backend)
-                    no_call = _unsupported_reason(entry, shape)
+                    no_call = _unsupported_reason(entry, shape, kv_dtype)
                     reason = no_call or page_size_reason(routine, backend, shape.page_size, cc)
                     argv = () if no_call else attention_argv(case_id, routine, backend, shape, kv_dtype)
                     cases.append(Case(

@@ -95,12 +95,15 @@ class AttentionShape:
     sliding_window: int = 0
     chunk: int = 0
     kv_shared: bool = False
+    prefill_dims: tuple[int, int] = (0, 0)
+    """MLA: (qk_nope_head_dim, v_head_dim), the per-head K and V prefill up-projects; (0, 0) for MHA."""
 
     def text(self) -> str:
         window = f" window={self.sliding_window}" if self.sliding_window else ""
         chunk = f" chunk={self.chunk}" if self.chunk else ""
+        prefill = f" prefill nope/v={self.prefill_dims[0]}/{self.prefill_dims[1]}" if any(self.prefill_dims) else ""
         return (f"{self.kind} heads={self.num_heads} kv_heads={self.num_kv_heads} head_size={self.head_size}/"
-                f"{self.head_size_v}{window}{chunk}{' kv-shared' if self.kv_shared else ''}")
+                f"{self.head_size_v}{window}{chunk}{' kv-shared' if self.kv_shared else ''}{prefill}")
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,7 @@ def plan_side(plan: Plan) -> Side:
         side.add(shape, e.layers, "experts", f"plan {e.name} ({', '.join(e.modules)})")
     for a in plan.attention:
         shape = AttentionShape(a.kind, a.num_q_heads, a.num_kv_heads, a.head_dim_qk, a.head_dim_vo, a.sliding_window,
-                               a.attention_chunk_size, a.kv_shared)
+                               a.attention_chunk_size, a.kv_shared, (a.qk_nope_head_dim, a.v_head_dim))
         side.add(shape, a.layers, "attn", f"plan {a.name} ({', '.join(a.modules)})")
     return side
 

@@ -84,7 +84,8 @@ def _attention(mod: Any) -> AttentionShape | None:
 
     if isinstance(mod, MLAAttention):
         return AttentionShape("mla", int(mod.num_heads), 1, int(mod.head_size), int(mod.kv_lora_rank),
-                              int(mod.sliding_window or 0))
+                              int(mod.sliding_window or 0),
+                              prefill_dims=(int(mod.qk_nope_head_dim), int(mod.v_head_dim)))
     if isinstance(mod, Attention) and not isinstance(mod, CrossAttention):
         return AttentionShape("mha", int(mod.num_heads), int(mod.num_kv_heads), int(mod.head_size),
                               int(mod.head_size_v), int(mod.sliding_window or 0),

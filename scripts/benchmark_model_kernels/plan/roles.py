@@ -284,6 +284,8 @@ def _mla(ctx: Context, g: Group) -> None:
     window = vllm_attention.layer_window(ctx.cfg, g.scan.index)
     out.attention.append(AttentionEntry("mla" + (".sliding" if window else ""), (g.scan.full(g.parent),), "mla", 1,
                                         q_r, 1, d_qk, d_vo, heads, 1, kv_lora_rank=rank, qk_rope_head_dim=rope,
+                                        qk_nope_head_dim=int(config_value(ctx.cfg, "qk_nope_head_dim")),
+                                        v_head_dim=int(config_value(ctx.cfg, "v_head_dim")),
                                         sliding_window=window))
 
 

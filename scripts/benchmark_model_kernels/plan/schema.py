@@ -180,6 +180,11 @@ class AttentionEntry:
     """MLA: the latent (compressed KV) width; 0 for MHA."""
     qk_rope_head_dim: int = 0
     """MLA: the decoupled RoPE key width stored beside the latent; 0 for MHA."""
+    qk_nope_head_dim: int = 0
+    """MLA: the per-head query/key width without RoPE, which prefill attends over after
+    up-projecting K (its qk head dim is qk_nope_head_dim + qk_rope_head_dim); 0 for MHA."""
+    v_head_dim: int = 0
+    """MLA: the per-head value width prefill attends over after up-projecting V; 0 for MHA."""
     sliding_window: int = 0
     """Tokens a query attends back over; 0 for full (global) attention."""
     attention_chunk_size: int = 0
