@@ -130,3 +130,22 @@ def test_a_report_over_two_workdirs_with_attention_has_each_ones_rollup(tmp_path
         dirs.append(str(tmp_path / name))
     text = open(write_report(dirs, str(tmp_path / "out"))).read()
     assert text.count("Per-step roll-up with attention") == 2
+
+
+def test_the_comparison_adds_each_runs_attention_per_kv_length(tmp_path):
+    """Two runs, one with attention rows (plumbing numbers): the comparison's GEMM + MoE +
+    attention cell is that run's GEMM + MoE total plus its fastest BF16-cache decode row x layers;
+    the run without attention rows is left out of that table."""
+    with_attention = Plan(model=INFO, tp=1, ep=1, gemms=(QKV,), attention=(ATTN,))
+    gemm_only = Plan(model=INFO, tp=2, ep=1, gemms=(QKV,))
+    results = {"a": synthetic_results(with_attention), "b": synthetic_results(gemm_only)}
+    for name, res in results.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(res))
+    text = open(write_report([str(tmp_path / "a"), str(tmp_path / "b")], str(tmp_path / "out"))).read()
+    section = text.split("## Comparison: per-step GEMM + MoE + attention", 1)[1].split("\n## ", 1)[0]
+    expected = Analysis(results["a"], "/a").rollup("bf16", 8).total_us + by_hand(results["a"], 8, 32768, "bf16")
+    line = next(ln for ln in section.splitlines() if "| 32768 | best measured |" in ln)
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[0].startswith("#1 ") and cells[4] == markdown.fmt_us(expected)
+    assert "#2 " not in section  # no attention rows: not in this table

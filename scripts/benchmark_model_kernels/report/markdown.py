@@ -723,8 +723,53 @@ def comparison_section(analyses: Sequence[Analysis], figures: Sequence[tuple[str
                         row.append(_rollup_text(a.rollup(d, m, basis), short=True))
                 body.append(row)
         lines += _table(["run", "total", *[f"M={m}" for m in ms]], body) + [""]
+    lines += _attention_comparison_lines(analyses, labels, ms, recipes)
     for title, fname in figures:
         lines += [f"**{title}**", "", f"![{title}]({fname})", ""]
+    return lines
+
+
+#: The K/V cache dtype of the attention comparison: vLLM's default kv_cache_dtype `auto` (BF16).
+COMPARISON_KV_DTYPE = "bf16"
+
+
+def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[str], ms: Sequence[int],
+                                recipes: Sequence[str]) -> list[str]:
+    """The runs with attention rows side by side: GEMM + MoE + attention per recipe, KV length and
+    basis, KV cache BF16 (each run's own section has the FP8-KV variant and the split)."""
+    runs = [(i, a, label) for i, (a, label) in enumerate(zip(analyses, labels, strict=True), 1)
+            if a.attention.rows]
+    if not runs:
+        return []
+    kvs = sorted({kv for _, a, _ in runs for kv in a.attention.kv_lens})
+    lines = [
+        "## Comparison: per-step GEMM + MoE + attention (us, one rank, K/V cache BF16)", "",
+        "Each cell is one run's GEMM + MoE total (the tables above) plus its attention layers' fastest "
+        "decode rows at that KV length times their layers per step, as in the attention roll-up of "
+        "that run's section; `†` marks a vLLM-default total whose attention is counted at its "
+        "fastest FlashInfer row because no row times vLLM's default attention kernel on that GPU "
+        "(listed in the run's section). A cell is 'incomplete' when a module or an attention layer "
+        "type has no number (a cell one rank cannot hold is one of those: 'does not fit'). Runs "
+        "without attention rows are left out.", "",
+    ]
+    for d in recipes:
+        body = []
+        for i, a, label in runs:
+            for kv in kvs:
+                for basis in SUMMARY_BASES:
+                    row = [f"#{i} {label}", str(kv), SUMMARY_BASIS_WORDS[basis]]
+                    for m in ms:
+                        if d not in a.recipes or m not in a.ms or kv not in a.attention.kv_lens:
+                            row.append("not measured")
+                            continue
+                        gemm_moe = a.rollup(d, m, basis)
+                        att = a.attention.total(m, kv, COMPARISON_KV_DTYPE, vllm_basis=basis == VLLM)
+                        both = gemm_moe.complete and att.complete
+                        row.append(fmt_us(gemm_moe.total_us + att.total_us) + ("†" if att.stand_ins else "")
+                                   if both else "incomplete")
+                    body.append(row)
+        lines += [f"### {recipe_label(d)}", ""]
+        lines += _table(["run", "KV tokens", "total", *[f"M={m}" for m in ms]], body) + [""]
     return lines
 
 
