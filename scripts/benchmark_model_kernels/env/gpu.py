@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..run.results import RunSettings
 from ..run.timing import bench
@@ -45,9 +45,6 @@ def torch_cuda_version() -> str | None:
     """The CUDA release torch was built with (`torch.version.cuda`), read from torch/version.py
     without importing torch (seconds, in a run whose process otherwise needs no torch); torch's
     own answer where that file cannot be read."""
-    import importlib.util
-    import re
-
     if "torch" not in sys.modules:
         try:
             spec = importlib.util.find_spec("torch")
@@ -161,49 +158,45 @@ def _nvml_index(cuda_index: int) -> int | str:
     return int(e) if e.isdigit() else e
 
 
-def nvml_gpu(index: int = 0) -> tuple[str, tuple[int, int]] | None:
-    """(name, compute capability) of CUDA device `index` through NVML, or None where NVML cannot
-    say (no pynvml, no driver, CUDA_VISIBLE_DEVICES hiding it). No torch import and no CUDA
-    context: a tenth of a second where torch.cuda takes seconds."""
+def nvml_handle(pynvml: Any, cuda_index: int) -> Any:
+    """NVML's handle of CUDA device `cuda_index` (after nvmlInit), CUDA_VISIBLE_DEVICES honoured."""
+    which = _nvml_index(cuda_index)
+    return (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
+            else pynvml.nvmlDeviceGetHandleByUUID(which))
+
+
+def _nvml_read(index: int, read: Callable[[Any, Any], Any]) -> Any:
+    """`read(pynvml, handle)` for CUDA device `index`, or None where NVML cannot say (no pynvml,
+    no driver, no such device, CUDA_VISIBLE_DEVICES hiding every GPU). No torch import and no
+    CUDA context: a tenth of a second where torch.cuda takes seconds."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None and not os.environ["CUDA_VISIBLE_DEVICES"].strip():
         return None  # an empty CUDA_VISIBLE_DEVICES hides every GPU from CUDA
     try:
         import pynvml
-    except Exception:  # noqa: BLE001  (not installed, or a broken install: torch answers instead)
-        return None
-    try:
+
         pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001  (not installed, a broken install, no driver)
         return None
     try:
-        which = _nvml_index(index)
-        handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
-                  else pynvml.nvmlDeviceGetHandleByUUID(which))
-        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-        return _s(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor))
+        return read(pynvml, nvml_handle(pynvml, index))
     except Exception:  # noqa: BLE001
         return None
     finally:
         _guard(pynvml.nvmlShutdown)
+
+
+def nvml_gpu(index: int = 0) -> tuple[str, tuple[int, int]] | None:
+    """(name, compute capability) of CUDA device `index` through NVML, or None (`_nvml_read`)."""
+    def read(pynvml: Any, handle: Any) -> tuple[str, tuple[int, int]]:
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        return _s(pynvml.nvmlDeviceGetName(handle)), (int(major), int(minor))
+
+    return _nvml_read(index, read)
 
 
 def nvml_memory_bytes(index: int = 0) -> int | None:
-    """Total memory of CUDA device `index` in bytes through NVML, None where NVML cannot say."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001
-        return None
-    try:
-        which = _nvml_index(index)
-        handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
-                  else pynvml.nvmlDeviceGetHandleByUUID(which))
-        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        _guard(pynvml.nvmlShutdown)
+    """Total memory of CUDA device `index` in bytes through NVML, or None (`_nvml_read`)."""
+    return _nvml_read(index, lambda pynvml, handle: int(pynvml.nvmlDeviceGetMemoryInfo(handle).total))
 
 
 def driver_present() -> bool:
@@ -248,9 +241,7 @@ def gpu_info(index: int = 0, samples: int = 3) -> dict[str, Any]:
         if count == 0:
             out["error"] = "NVML sees 0 GPUs"
             return out
-        which = _nvml_index(index)
-        handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
-                  else pynvml.nvmlDeviceGetHandleByUUID(which))
+        handle = nvml_handle(pynvml, index)
         out["name"] = _s(pynvml.nvmlDeviceGetName(handle))
         cc = _guard(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle))
         if cc:

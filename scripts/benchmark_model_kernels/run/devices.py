@@ -48,7 +48,7 @@ def visible_device_values(numbers: list[int]) -> list[str]:
 
 def nvml_names(numbers: list[int]) -> list[str]:
     """Model names of CUDA devices `numbers` through NVML (nvidia-ml-py, imported here only)."""
-    from ..env.gpu import _nvml_index
+    from ..env.gpu import nvml_handle
 
     try:
         import pynvml
@@ -59,10 +59,7 @@ def nvml_names(numbers: list[int]) -> list[str]:
     try:
         names = []
         for n in numbers:
-            which = _nvml_index(n)
-            handle = (pynvml.nvmlDeviceGetHandleByIndex(which) if isinstance(which, int)
-                      else pynvml.nvmlDeviceGetHandleByUUID(which))
-            name = pynvml.nvmlDeviceGetName(handle)
+            name = pynvml.nvmlDeviceGetName(nvml_handle(pynvml, n))
             names.append(name.decode() if isinstance(name, bytes) else str(name))
         return names
     finally:
