@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
 import tempfile
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from .errors import UsageError
 
@@ -58,6 +59,38 @@ def _umask() -> int:
 def _name_target(error: OSError, path: str) -> None:
     """Make `error` name the file being written, not its temp file (a failed write() names none)."""
     error.filename, error.filename2 = path, None
+
+
+def python_files(root: str, parts: Sequence[str]) -> list[str]:
+    """The .py files of `parts` under `root`, part by part: a folder's (walked, sorted), or the
+    file itself."""
+    files: list[str] = []
+    for part in parts:
+        path = os.path.join(root, part)
+        if os.path.isdir(path):
+            files += sorted(os.path.join(d, f) for d, _, names in os.walk(path) for f in names if f.endswith(".py"))
+        else:
+            files.append(path)
+    return files
+
+
+def digest_files(paths: Sequence[str], root: str) -> str:
+    """SHA-256 over each file's path relative to `root` and its bytes, in the order given (a file
+    that cannot be read counts as that)."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(os.path.relpath(path, root).encode())
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(b"(unreadable)")
+    return h.hexdigest()
+
+
+def json_digest(record: Any) -> str:
+    """SHA-256 of `record` as sorted-key JSON: the key of a kept result, plan or answer."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def user_cache_dir(part: str) -> str:
@@ -151,6 +184,9 @@ def path_arg(flag: str) -> Callable[[str], str]:
 
 
 __all__ = [
+    "digest_files",
+    "json_digest",
+    "python_files",
     "user_cache_dir",
     "DISK_FULL_ERRNOS",
     "copy_file_atomic",

@@ -17,13 +17,14 @@ asks these answers first; the hand table in `backends.py` answers only what Flas
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..files import digest_files, json_digest, python_files, write_text_atomic
 
 #: Compute capabilities the probe asks about (FlashInfer's driver table keys and every family its
 #: support checks name); a GPU outside them gets no verdict from FlashInfer.
@@ -143,18 +144,6 @@ def _flashinfer_install() -> dict[str, Any] | None:
     return found
 
 
-def _digest_files(paths: list[str], root: str) -> str:
-    h = hashlib.sha256()
-    for path in sorted(paths):
-        h.update(os.path.relpath(path, root).encode())
-        try:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            h.update(b"(unreadable)")
-    return h.hexdigest()
-
-
 def probe_key(bench: str, python: str) -> str | None:
     """The key of the probe's answer: the FlashInfer build the child would import, the driver
     checkout's code (its routine tables and `--backends` choices), the probe's own code and the
@@ -170,12 +159,11 @@ def probe_key(bench: str, python: str) -> str | None:
         routines = os.path.join(bench, "routines")
         if os.path.isdir(routines):
             files += [os.path.join(routines, f) for f in os.listdir(routines) if f.endswith(".py")]
-        driver = _digest_files(files, os.path.dirname(bench))
+        driver = digest_files(sorted(files), os.path.dirname(bench))
     record = {"format": 1, "python": os.path.realpath(python), "flashinfer": install,
               "driver": driver, "bench": os.path.abspath(bench) if bench else "",
-              "probe": _digest_files([os.path.join(_CASES_DIR, f) for f in os.listdir(_CASES_DIR)
-                                           if f.endswith(".py")], _CASES_DIR)}
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+              "probe": digest_files(python_files(_CASES_DIR, ["."]), _CASES_DIR)}
+    return json_digest(record)
 
 
 def _read_answer(path: str) -> dict[str, Any] | None:
@@ -236,8 +224,6 @@ def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,
         why = answer.get("error") or (out.stderr.strip().splitlines() or ["no answer"])[-1]
         return Capabilities(origin=f"{HAND_ORIGIN}; FlashInfer not importable here ({why})")
     if kept:
-        from ..files import write_text_atomic
-
         try:
             os.makedirs(os.path.dirname(kept), exist_ok=True)
             write_text_atomic(kept, json.dumps(answer) + "\n")

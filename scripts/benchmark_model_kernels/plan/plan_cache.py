@@ -11,11 +11,11 @@ Only plans that were made are kept; a config the planner refuses is refused agai
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any
 
+from ..files import digest_files, json_digest, python_files
 from .schema import Plan, PlanError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,20 +33,7 @@ def default_plan_dir() -> str:
 
 def code_digest() -> str:
     """Digest of the planner's code (every .py under plan/ and vllm_rules/, and errors.py)."""
-    h = hashlib.sha256()
-    files = []
-    for part in _PLAN_CODE:
-        path = os.path.join(_PACKAGE, part)
-        if os.path.isdir(path):
-            files += [os.path.join(root, f) for root, _, names in os.walk(path) for f in names
-                      if f.endswith(".py")]
-        else:
-            files.append(path)
-    for f in sorted(files):
-        h.update(os.path.relpath(f, _PACKAGE).encode())
-        with open(f, "rb") as src:
-            h.update(src.read())
-    return h.hexdigest()
+    return digest_files(python_files(_PACKAGE, _PLAN_CODE), _PACKAGE)
 
 
 def plan_key(raw: dict[str, Any], *, model: str, source: str, revision: str | None, tp: int, ep: int,
@@ -57,7 +44,7 @@ def plan_key(raw: dict[str, Any], *, model: str, source: str, revision: str | No
               "revision": revision, "tp": tp, "ep": ep, "allow_defaults": allow_defaults,
               "transformers": dist_version("transformers"), "torch": dist_version("torch"),
               "code": code_digest()}
-    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+    return json_digest(record)
 
 
 def read_kept(folder: str, key: str) -> Plan | None:

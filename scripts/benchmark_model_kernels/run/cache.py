@@ -33,14 +33,13 @@ wins, and both numbers were real measurements of the same key.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..cases.schema import Case
-from ..files import write_bytes_atomic
+from ..files import digest_files, json_digest, python_files, write_bytes_atomic
 from .argv import case_settings
 from .outcome import Outcome
 from .quant_timing import quant_spec
@@ -108,16 +107,7 @@ def code_digest(job: str) -> str:
     """Digest of the code that times `job` in this tool ("" for the driver's jobs)."""
     if job not in TIMING_CODE:
         return ""
-    h = hashlib.sha256()
-    for name in TIMING_CODE[job]:
-        path = os.path.join(_RUN_DIR, name)
-        files = ([os.path.join(root, f) for root, _, fs in os.walk(path) for f in fs if f.endswith(".py")]
-                 if os.path.isdir(path) else [path])
-        for f in sorted(files):
-            h.update(os.path.relpath(f, _RUN_DIR).encode())
-            with open(f, "rb") as src:
-                h.update(src.read())
-    return h.hexdigest()
+    return digest_files(python_files(_RUN_DIR, TIMING_CODE[job]), _RUN_DIR)
 
 
 def key_record(machine: dict[str, Any], case: Case, job: str, settings: RunSettings, code: str
@@ -142,7 +132,7 @@ def _quant_fields(case: Case) -> dict[str, Any] | None:
 
 
 def cache_key(record: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return json_digest(record)
 
 
 @dataclass(frozen=True)
