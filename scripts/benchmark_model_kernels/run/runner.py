@@ -100,6 +100,12 @@ TIMING_NOTE = (
 CapabilityProbe = Callable[[str | None], Capabilities]
 
 
+def kept_capabilities(flashinfer_repo: str | None) -> Capabilities:
+    """The run's probe: FlashInfer's answer, kept per build, driver checkout and probe code in the
+    per-user cache folder (`load_capabilities`)."""
+    return load_capabilities(flashinfer_repo, cache_dir=default_answer_dir())
+
+
 def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: Iterable[str] | None,
                compute_capability: tuple[int, int] | None, modes: Iterable[str] = ("graph",),
                caps: Capabilities = HAND, attention: AttentionSweep = DEFAULT_SWEEP) -> list[Case]:
@@ -659,14 +665,13 @@ def run_from_args(args: argparse.Namespace, plan: Plan, *, environment: Environm
 
 def run_from_request(request: RunRequest, plan: Plan, *, environment: EnvironmentProbe,
                      report: ReportWriter | None = None,
-                     capabilities: CapabilityProbe = load_capabilities) -> int:
+                     capabilities: CapabilityProbe = kept_capabilities) -> int:
     """Plan the cases of `request` (raises UsageError when there are none), create its workdir, and
     dry-run or run them; returns the exit code. Backend support per GPU comes from the installed
     FlashInfer where it answers (`capabilities`), else from the hand table; the output says which."""
     gpu = request.gpu
     with phases.clock().phase("capabilities"):
-        caps = (load_capabilities(request.flashinfer_repo, cache_dir=default_answer_dir())
-                if capabilities is load_capabilities else capabilities(request.flashinfer_repo))
+        caps = capabilities(request.flashinfer_repo)
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
                        request.settings.modes, caps, request.settings.attention_sweep)
     memory_bytes = _gpu_memory_bytes(gpu)
@@ -691,6 +696,7 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
 
 __all__ = [
     "CapabilityProbe",
+    "kept_capabilities",
     "EnvironmentProbe",
     "ReportWriter",
     "Runner",
