@@ -88,27 +88,25 @@ def _wait(proc: subprocess.Popen, limit: float) -> tuple[int, bool]:
             return proc.wait(), True
 
 
-def _rows(workdirs: list[str]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _payloads(workdirs: list[str]) -> dict[str, dict[str, Any] | None]:
+    """Each workdir's results.json (None where it is missing or unreadable), read once."""
+    found: dict[str, dict[str, Any] | None] = {}
     for w in workdirs:
         try:
             with open(os.path.join(w, "results.json")) as f:
-                rows += json.load(f)["rows"]
-        except (OSError, ValueError, KeyError):
-            pass
-    return rows
-
-
-def _timings(workdirs: list[str]) -> dict[str, Any]:
-    """Each run's own account of its wall time (results.json["timings"], run/phases.py)."""
-    found = {}
-    for w in workdirs:
-        try:
-            with open(os.path.join(w, "results.json")) as f:
-                found[os.path.basename(w)] = json.load(f).get("timings")
+                found[w] = json.load(f)
         except (OSError, ValueError):
-            found[os.path.basename(w)] = None
+            found[w] = None
     return found
+
+
+def _rows(payloads: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+    return [r for p in payloads.values() if p for r in p.get("rows", [])]
+
+
+def _timings(payloads: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """Each run's own account of its wall time (results.json["timings"], run/phases.py)."""
+    return {os.path.basename(w): (p or {}).get("timings") for w, p in payloads.items()}
 
 
 def _workdirs(label: str, args: argparse.Namespace) -> list[str]:
@@ -119,17 +117,12 @@ def _workdirs(label: str, args: argparse.Namespace) -> list[str]:
             if os.path.isdir(os.path.join(top, name))] if os.path.isdir(top) else []
 
 
-def _complete(label: str, args: argparse.Namespace, workdirs: list[str]) -> bool:
+def _complete(label: str, args: argparse.Namespace, payloads: dict[str, dict[str, Any] | None]) -> bool:
     """Every run of `label` wrote results.json with a row for each of its cases."""
-    if not workdirs or (label == "models" and len(workdirs) != len(args.models)):
+    if not payloads or (label == "models" and len(payloads) != len(args.models)):
         return False
-    for w in workdirs:
-        try:
-            with open(os.path.join(w, "results.json")) as f:
-                payload = json.load(f)
-        except (OSError, ValueError):
-            return False
-        if (payload.get("notes") or {}).get("incomplete") or not payload.get("rows"):
+    for payload in payloads.values():
+        if payload is None or (payload.get("notes") or {}).get("incomplete") or not payload.get("rows"):
             return False
     return True
 
@@ -152,17 +145,18 @@ def run_once(label: str, args: argparse.Namespace, limit: float, earlier: dict[s
     rc, stopped = _wait(proc, limit)
     wall = time.monotonic() - t0
     workdirs = _workdirs(label, args)
-    rows = _rows(workdirs)
+    payloads = _payloads(workdirs)
+    rows = _rows(payloads)
     parts = [*(earlier or {}).get("parts", []), {"wall_s": round(wall, 1), "exit_code": rc,
                                                  "stopped_at_limit": stopped}]
     total = sum(p["wall_s"] for p in parts)
     counts = Counter(r["status"] for r in rows)
-    complete = not stopped and _complete(label, args, workdirs)
+    complete = not stopped and _complete(label, args, payloads)
     record = {"label": label, "command": cmd, "exit_code": rc, "wall_s": round(total, 1),
               "parts": parts, "limit_s": round(limit), "target_s": TARGET_S[label],
               "rows": dict(counts), "rows_copied_from_cache": sum(bool(r.get("origin")) for r in rows),
               "complete": complete, "jit_caches_before": jit_before,
-              "timings": _timings(workdirs), "profiled": label in args.profile}
+              "timings": _timings(payloads), "profiled": label in args.profile}
     record["met"] = complete and rc in (0, 1) and total <= TARGET_S[label]
     return record
 
@@ -170,8 +164,8 @@ def run_once(label: str, args: argparse.Namespace, limit: float, earlier: dict[s
 def check_cached(cached: dict, args: argparse.Namespace) -> None:
     """The cached run's ok rows are all copies, each with the warm run's number."""
     out = os.path.abspath(args.out)
-    warm = {r["case_id"]: r for r in _rows([os.path.join(out, "warm")])}
-    ok = [r for r in _rows([os.path.join(out, "cached")]) if r["status"] == "ok"]
+    warm = {r["case_id"]: r for r in _rows(_payloads([os.path.join(out, "warm")]))}
+    ok = [r for r in _rows(_payloads([os.path.join(out, "cached")])) if r["status"] == "ok"]
     copies = [r for r in ok if r.get("origin")]
     same = all(warm.get(r["case_id"], {}).get("median_us") == r["median_us"] for r in copies)
     cached["all_ok_rows_copied"] = bool(ok) and len(copies) == len(ok)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..errors import UsageError
+from ..plan import memory
 from ..plan.schema import AttentionEntry, Plan
 from ..vllm_rules.dispatch import attention_default_match
 from .capabilities import HAND, Capabilities
@@ -355,36 +356,39 @@ def attention_cases(plan: Plan, ms: Sequence[int], sweep: AttentionSweep = DEFAU
     return cases
 
 
-def unfit_reason(plan: Plan, case: Case, recipes: Sequence[str], gpu_mem_bytes: int) -> str:
-    """Why an attention case's sequences cannot be held by one rank of this GPU, or "": its batch
-    of sequences of `context_len` tokens needs more K/V cache (over every layer of the plan, windows
-    applied) than vLLM leaves after the weights of the smallest recipe in `recipes` and the
-    activation reserve (plan/memory.py). vLLM could not run that step, so it is not timed: the
-    driver fills the K/V cache on the CPU, minutes for such a case."""
-    from ..plan import memory
-
+def unfit_reason(plan: Plan, case: Case, room: memory.MemoryEstimate) -> str:
+    """Why an attention case's sequences cannot be held by one rank, or "": its batch of sequences
+    of `context_len` tokens needs more K/V cache (over every layer of the plan, windows applied)
+    than `room` leaves (the estimate of the case's K/V dtype with the smallest weights asked for,
+    `mark_unfit`). vLLM could not run that step, so it is not timed: the driver fills the K/V cache
+    on the CPU, minutes for such a case."""
     shape = case.logical
     if case.kind != "attention" or not isinstance(shape, AttentionShape) or not plan.attention:
         return ""
-    weights = [r for r in recipes if r in memory.RECIPES] or ["bf16"]
-    best = max((memory.estimate(plan, r, case.dtype, gpu_mem_bytes) for r in weights),
-               key=lambda e: e.kv_budget_bytes)
-    if memory.fits(best, plan, shape.batch_size, shape.context_len):
+    if memory.fits(room, plan, shape.batch_size, shape.context_len):
         return ""
     need = memory.kv_bytes(plan, case.dtype, shape.batch_size, shape.context_len)
     return (f"does not fit on one rank: {shape.batch_size} sequence(s) x {shape.context_len} tokens need "
             f"{memory.gib(need)} GiB of {case.dtype.upper()} K/V cache over the plan's layers; "
-            f"{memory.gib(max(best.kv_budget_bytes, 0))} GiB is left on this {memory.gib(gpu_mem_bytes)} GiB GPU "
-            f"after the weights of {best.recipe} (the smallest of the recipes asked for) and the activation "
-            "reserve (references/memory.md)")
+            f"{memory.gib(max(room.kv_budget_bytes, 0))} GiB is left on this {memory.gib(room.gpu_mem_bytes)} "
+            f"GiB GPU after the weights of {room.recipe} (the smallest of the recipes asked for) and the "
+            "activation reserve (references/memory.md)")
 
 
 def mark_unfit(cases: Sequence[Case], plan: Plan, recipes: Sequence[str], gpu_mem_bytes: int) -> list[Case]:
-    """`cases` with the attention cases this GPU could not hold (`unfit_reason`) decided
-    unsupported before launch."""
+    """`cases` with the attention cases one rank of a `gpu_mem_bytes` GPU could not hold
+    (`unfit_reason`) decided unsupported before launch; per K/V dtype the room is that of the
+    recipe in `recipes` with the smallest weights (BF16 when none is a weight recipe)."""
+    weights = [r for r in recipes if r in memory.RECIPES] or ["bf16"]
+    rooms: dict[str, memory.MemoryEstimate] = {}
     out = []
     for case in cases:
-        reason = "" if case.skip_reason else unfit_reason(plan, case, recipes, gpu_mem_bytes)
+        reason = ""
+        if case.kind == "attention" and not case.skip_reason:
+            if case.dtype not in rooms:
+                rooms[case.dtype] = max((memory.estimate(plan, r, case.dtype, gpu_mem_bytes) for r in weights),
+                                        key=lambda e: e.kv_budget_bytes)
+            reason = unfit_reason(plan, case, rooms[case.dtype])
         out.append(replace(case, skip_reason=reason, driver_args=()) if reason else case)
     return out
 

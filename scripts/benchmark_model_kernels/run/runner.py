@@ -393,13 +393,13 @@ class Runner:
             # again (decided before launch, copied from the cache) are written at most every
             # SAVE_EVERY_S: a sweep has hundreds of them, and a --resume after a kill re-makes the
             # few not yet written at once.
-            now = time.monotonic()
-            if _how_obtained(case, row) not in ("cache", "decided") or now - self._saved_at >= SAVE_EVERY_S:
+            how, now = _how_obtained(case, row), time.monotonic()
+            if how not in ("cache", "decided") or now - self._saved_at >= SAVE_EVERY_S:
                 self.save()
                 self._saved_at = now
             self._done += 1
             self._estimator.record(case, time.monotonic() - started)
-            phases.clock().add_job(_how_obtained(case, row), time.monotonic() - started)
+            phases.clock().add_job(how, time.monotonic() - started)
             left = [c for c in self._todo if c.case_id not in self.rows]
             print(progress_line(self._done, len(self._todo), case, row, time.monotonic() - self._t0,
                                 self._estimator.eta(left)), file=self.progress, flush=True)
