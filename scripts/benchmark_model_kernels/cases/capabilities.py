@@ -123,7 +123,8 @@ def _flashinfer_install() -> dict[str, Any] | None:
     """Where the importable FlashInfer lives and which build it is, found without importing it
     (importing is what the probe costs); None when it is not installed."""
     import importlib.util
-    from importlib.metadata import PackageNotFoundError, version
+
+    from ..env.versions import dist_version
 
     try:
         spec = importlib.util.find_spec("flashinfer")
@@ -137,10 +138,7 @@ def _flashinfer_install() -> dict[str, Any] | None:
         return None
     found: dict[str, Any] = {"origin": spec.origin, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
     for dist in ("flashinfer-python", "flashinfer", "flashinfer-cubin", "flashinfer-jit-cache"):
-        try:
-            found[dist] = version(dist)
-        except PackageNotFoundError:
-            found[dist] = None
+        found[dist] = dist_version(dist)
     return found
 
 
