@@ -57,6 +57,9 @@ class RunRequest:
     """The result cache to read and extend; None: --no_cache (time every case)."""
     devices: tuple[str, ...] | None = None
     """--gpus: the CUDA_VISIBLE_DEVICES value of each worker; None: one worker, not pinned."""
+    gpu_memory_bytes: int | None = None
+    """The visible GPU's memory (NVML); None without one, for an --assume_cc stand-in (whose
+    memory nobody stated) or where NVML cannot say."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) -> None:
@@ -282,6 +285,11 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         raise UsageError("--cache", args.cache, "and --no_cache contradict each other; give one")
     gpus = getattr(args, "gpus", None)
     gpu = _target_gpu(args) if gpu_here else None
+    gpu_memory = None
+    if gpu is not None and not getattr(args, "assume_cc", None):
+        from ..env.gpu import nvml_memory_bytes
+
+        gpu_memory = nvml_memory_bytes(0)
     devices_pinned = devices.check_gpus(gpus) if gpus is not None and not args.dry_run and gpu_here else None
     workdir = os.path.abspath(args.workdir)
     return RunRequest(
@@ -297,6 +305,7 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         no_driver=no_driver,
         cache_dir=None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or default_cache_dir()),
         devices=tuple(devices_pinned) if devices_pinned else None,
+        gpu_memory_bytes=gpu_memory,
     )
 
 

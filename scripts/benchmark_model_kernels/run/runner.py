@@ -128,16 +128,6 @@ def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: I
     return case_building.with_modes(built, list(modes))
 
 
-def _gpu_memory_bytes(gpu: Gpu | None) -> int | None:
-    """The memory of the GPU the cases run on (NVML), None for no GPU or an --assume_cc stand-in
-    (whose memory nobody stated)."""
-    if gpu is None or gpu[0].startswith("assumed "):
-        return None
-    from ..env.gpu import nvml_memory_bytes
-
-    return nvml_memory_bytes(0)
-
-
 def missing_driver_reason(environment: dict[str, Any]) -> str:
     """A driver row's reason under --no_driver: the driver it needs and where to get it."""
     wheel = (environment.get("versions") or {}).get("flashinfer_wheel")
@@ -674,9 +664,8 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
         caps = capabilities(request.flashinfer_repo)
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
                        request.settings.modes, caps, request.settings.attention_sweep)
-    memory_bytes = _gpu_memory_bytes(gpu)
-    if memory_bytes:
-        cases = mark_unfit(cases, plan, request.dtypes, memory_bytes)
+    if request.gpu_memory_bytes:
+        cases = mark_unfit(cases, plan, request.dtypes, request.gpu_memory_bytes)
     if not cases:
         raise UsageError("--dtypes", " ".join(request.dtypes), "no cases to run for this plan; "
                          "widen --dtypes/--backends")
