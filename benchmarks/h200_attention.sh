@@ -43,12 +43,15 @@ step() {  # step NAME MAX_S CMD...: one step within the budget, its log in W/NAM
 say "flashinfer checkout $(cat "$FI/version.txt" 2>/dev/null) in $FI"
 
 CACHE="$W/autotune_cache.json"
-SEED=${SEED_CACHE:-examples/h200/vllm_default/cache}
-# The seed's Triton tile choices (autotune_cache.json.triton/, beside the JSON) come with it: the
-# fused-MoE and block-FP8 rows then time the seeded tiles instead of tuning them first.
-if [ -f "$SEED/autotune_cache.json" ] && [ ! -f "$CACHE" ]; then
-  cp "$SEED/autotune_cache.json" "$CACHE"
-  [ -d "$SEED/autotune_cache.json.triton" ] && cp -r "$SEED/autotune_cache.json.triton" "$CACHE.triton"
+# Seeds: FlashInfer's tactics from a cold Llama-3.1-8B run of the same FlashInfer (0.6.18.post1) on
+# the H200 (FlashInfer ignores, and never saves to, a file another version tuned: the run refuses
+# one), and the Triton tile choices (autotune_cache.json.triton/, any FlashInfer) of the
+# vLLM-default runs, so the fused-MoE and block-FP8 rows time the seeded tiles instead of tuning.
+SEED=${SEED_CACHE:-examples/h200/flashinfer_versions/v0.6.18/llama-3.1-8b_tp1/autotune_cache.json}
+TILES=${SEED_TILES:-examples/h200/vllm_default/cache/autotune_cache.json.triton}
+if [ -f "$SEED" ] && [ ! -f "$CACHE" ]; then
+  cp "$SEED" "$CACHE"
+  [ -d "$TILES" ] && cp -r "$TILES" "$CACHE.triton"
 fi
 # GEMM/MoE: vLLM's defaults (torch = cuBLAS, triton MoE) and FlashInfer's fast ones; attention:
 # every sm_90 backend of the decode routine (fa2 fa2_tc cudnn trtllm-native; cudnn is both).

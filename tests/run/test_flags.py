@@ -70,3 +70,35 @@ def test_gpus_are_checked_before_the_run_and_pin_one_worker_each(tmp_path, monke
         flags.validate_args(parse(*base, "--gpus", "0,2"))
     # A dry run starts no worker: nothing to pin, nothing to check.
     assert flags.validate_args(parse(*base, "--gpus", "0,2", "--dry_run")).devices is None
+
+
+def test_an_autotune_cache_flashinfer_would_ignore_is_refused_before_the_run(tmp_path, monkeypatch):
+    """FlashInfer neither loads nor saves a cache tuned by another FlashInfer version or GPU
+    (autotune_file.py); the run says so instead of re-tuning every row silently."""
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(flags, "nvml_memory_bytes", lambda index=0: None, raising=False)
+    monkeypatch.setattr(flags, "flashinfer_wheel", lambda: {"version": "0.6.18.post1"})
+    stale = tmp_path / "tuned.json"
+    stale.write_text('{"_metadata": {"flashinfer_version": "0.6.17", "gpu": "NVIDIA H200"}}')
+    base = ("--workdir", str(tmp_path / "w"), "--backends", "torch")
+    with pytest.raises(UsageError) as e:
+        flags.validate_args(parse(*base, "--autotune_cache", str(stale)))
+    msg = str(e.value)
+    assert msg.startswith(f"--autotune_cache={stale}") and "0.6.17 (here 0.6.18.post1)" in msg
+    assert f"--autotune_cache {tmp_path / 'tuned'}-0.6.18.post1.json" in msg and "\n" not in msg
+    # Without autotuning the file is not used; a dry run tunes nothing; a matching file is used.
+    flags.validate_args(parse(*base, "--autotune_cache", str(stale), "--no_autotune"))
+    flags.validate_args(parse(*base, "--autotune_cache", str(stale), "--dry_run"))
+    stale.write_text('{"_metadata": {"flashinfer_version": "0.6.18.post1", "gpu": "NVIDIA H200"}}')
+    flags.validate_args(parse(*base, "--autotune_cache", str(stale)))
+
+
+def test_the_workdirs_own_stale_autotune_cache_is_refused_on_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(flags, "flashinfer_wheel", lambda: {"version": "0.6.18.post1"})
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / "results.json").write_text('{"schema_version": 1, "rows": []}')
+    (wd / "autotune_cache.json").write_text('{"_metadata": {"flashinfer_version": "0.6.17"}}')
+    with pytest.raises(UsageError, match="delete it .* or pass --autotune_cache with a new path"):
+        flags.validate_args(parse("--workdir", str(wd), "--backends", "torch", "--resume"))

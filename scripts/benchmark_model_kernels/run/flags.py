@@ -18,9 +18,11 @@ from ..cases.backends import TORCH, TRITON, backend_names
 from ..cases.build import check_filters
 from ..cases.capabilities import HAND, load_capabilities
 from ..cases.schema import DTYPES, KV_DTYPES, MODES
+from ..env.versions import flashinfer_wheel
 from ..errors import UsageError
 from ..files import path_arg
 from . import devices
+from .autotune_file import stale_reason
 from .cache import default_cache_dir
 from .pool import has_driver
 from .results import RESULTS_JSON, RunSettings
@@ -292,6 +294,9 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         gpu_memory = nvml_memory_bytes(0)
     devices_pinned = devices.check_gpus(gpus) if gpus is not None and not args.dry_run and gpu_here else None
     workdir = os.path.abspath(args.workdir)
+    if not args.dry_run and not args.no_autotune:
+        check_autotune_cache(args.autotune_cache or os.path.join(workdir, DEFAULT_AUTOTUNE_CACHE),
+                             given=bool(args.autotune_cache), gpu=gpu)
     return RunRequest(
         ms=tuple(getattr(args, "ms", None) or DEFAULT_MS),
         dtypes=tuple(args.dtypes),
@@ -307,6 +312,22 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         devices=tuple(devices_pinned) if devices_pinned else None,
         gpu_memory_bytes=gpu_memory,
     )
+
+
+def check_autotune_cache(path: str, *, given: bool, gpu: Gpu | None) -> None:
+    """Refuse an autotune cache FlashInfer would ignore and never save to (autotune_file.py): one
+    tuned by another FlashInfer version or on another GPU. `given`: the path came from
+    --autotune_cache (else it is the workdir's own, met again on --resume)."""
+    version = flashinfer_wheel()["version"]
+    reason = stale_reason(path, version, gpu[0] if gpu else None)
+    if reason is None:
+        return
+    fresh = f"{os.path.splitext(path)[0]}-{version or 'new'}.json"
+    fix = (f"give a new path for this environment, e.g. --autotune_cache {fresh}, or delete the "
+           "file to tune afresh") if given else (
+           "delete it (it is only the tuner's cache; the rows are in results.json) or pass "
+           "--autotune_cache with a new path")
+    raise UsageError("--autotune_cache", path, f"{reason}; {fix}")
 
 
 def _target_gpu(args: argparse.Namespace) -> Gpu | None:
