@@ -68,7 +68,7 @@ step driver_line 60 python3 "$FI/benchmarks/flashinfer_benchmark.py" \
 # attention entries come from the planner (plan.attention). A second call resumes the sweep.
 RESUME=""; ls "$W"/sweep/*/results.json >/dev/null 2>&1 && RESUME=--resume
 # shellcheck disable=SC2086  # BACKENDS is a word list
-step sweep 420 python3 scripts/benchmark_model.py llama-3.1-8b qwen3-30b-a3b --tp 1 --ms 1 8 64 \
+step sweep $(( $(left) - 45 )) python3 scripts/benchmark_model.py llama-3.1-8b qwen3-30b-a3b --tp 1 --ms 1 8 64 \
   --kv_lens 1024 32768 --kv_dtypes bf16 fp8 --dtypes bf16 fp8 --backends $BACKENDS \
   --flashinfer_repo "$FI" --workdir "$W/sweep" --autotune_cache "$CACHE" $RESUME
 # The report of whatever was measured (the run writes it too, unless the limit cut it).
@@ -87,4 +87,5 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "sweep", "*", "results.js
         print("    ok", r["case_id"], f"{r['median_us']:.2f} us", f"{r.get('pct_peak_bandwidth')} % HBM",
               "samples", r.get("n_samples"))
 EOF
+say "GPU processes left: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 | tr '\n' ' ')"
 say "total wall $(( $(date +%s) - t_start ))s"
