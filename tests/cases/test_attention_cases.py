@@ -308,3 +308,22 @@ def test_sequences_one_rank_cannot_hold_are_decided_before_launch():
     bigger = {c.case_id: c for c in mark_unfit(cases, plan, ["fp8"], 2 * gpu)}
     assert bigger["attention.attn.decode.m64.kv32768.fp8.fa2"].skip_reason == ""
     assert bigger["attention.attn.decode.m64.kv32768.bf16.fa2"].skip_reason.startswith("does not fit")
+
+
+def test_weights_that_fill_the_rank_are_named_as_the_reason():
+    """DeepSeek-V3 at TP=8 in BF16 on an H200: the rank's weights (158 GiB, as the H200 run of
+    examples/h200/attention/mla_prefill printed) exceed the 129 GiB vLLM may use, so even one short
+    sequence has no room; the reason says that, and how to get room, not "0.0 GiB left"."""
+    from benchmark_model_kernels.cases.attention import attention_cases, mark_unfit
+    from benchmark_model_kernels.plan import memory, planner
+
+    plan = planner.plan_model("deepseek-v3", 8, 1)
+    gpu = int(140.4 * 2**30)
+    assert not memory.estimate(plan, "bf16", "bf16", gpu).weights_fit
+    cases = attention_cases(plan, [1], AttentionSweep(kv_lens=(1024,), kv_dtypes=("bf16",)), ["fa3"], SM90)
+    (case,) = mark_unfit(cases, plan, ["bf16"], gpu)
+    assert case.skip_reason.startswith("does not fit on one rank: the weights of bf16 (the smallest of the "
+                                       "recipes asked for) take 158.")
+    assert "more than the 129.2 GiB vLLM may use" in case.skip_reason and "--dtypes fp8" in case.skip_reason
+    (fp8,) = mark_unfit(cases, plan, ["fp8"], gpu)
+    assert fp8.skip_reason == ""

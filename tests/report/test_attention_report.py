@@ -149,3 +149,30 @@ def test_the_comparison_adds_each_runs_attention_per_kv_length(tmp_path):
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[0].startswith("#1 ") and cells[4] == markdown.fmt_us(expected)
     assert "#2 " not in section  # no attention rows: not in this table
+
+
+def test_a_rollup_cell_one_rank_cannot_hold_reads_does_not_fit():
+    """A GPU whose K/V budget holds 8 x 32768 tokens in FP8 but not in BF16 (computed with the
+    memory section's own arithmetic): that cell's BF16-cache total says so, the FP8 one and every
+    smaller cell keep their sums, in the run's roll-up and in the comparison."""
+    from benchmark_model_kernels.plan import memory
+
+    plan = Plan(model=INFO, tp=1, ep=1, gemms=(QKV,), attention=(ATTN,))
+    results = synthetic_results(plan)
+    results["environment"]["gpu"]["memory_gb"] = 30.0
+    est = {d: memory.estimate(plan, "bf16", d, 30_000_000_000) for d in ("bf16", "fp8")}
+    assert not memory.fits(est["bf16"], plan, 8, 32768) and memory.fits(est["fp8"], plan, 8, 32768)
+    assert memory.fits(est["bf16"], plan, 8, 1024)
+    a = Analysis(results, "/w")
+    section = "\n".join(markdown.workdir_section(a, [])).split("# Per-step roll-up with attention", 1)[1]
+    cells = [c.strip() for c in next(ln for ln in section.splitlines()
+                                     if ln.startswith("| BF16 best | 8 | 32768 |")).strip("|").split("|")]
+    gemm = a.rollup("bf16", 8).total_us
+    att_bf16, att_fp8 = by_hand(results, 8, 32768, "bf16"), by_hand(results, 8, 32768, "fp8")
+    assert cells[3:] == [markdown.fmt_us(gemm), markdown.fmt_us(att_bf16), "does not fit",
+                         markdown.fmt_us(att_fp8), markdown.fmt_us(gemm + att_fp8)]
+    small = next(ln for ln in section.splitlines() if ln.startswith("| BF16 best | 8 | 1024 |"))
+    assert "does not fit" not in small
+    compare = "\n".join(markdown._attention_comparison_lines([a], ["synthetic"], [1, 8], ["bf16"]))
+    line = next(ln for ln in compare.splitlines() if ln.startswith("| #1 synthetic | 32768 | best measured |"))
+    assert line.rstrip(" |").endswith("does not fit") and "does not fit" not in line.split("|")[4]

@@ -368,6 +368,12 @@ def unfit_reason(plan: Plan, case: Case, room: memory.MemoryEstimate) -> str:
     if memory.fits(room, plan, shape.batch_size, shape.context_len):
         return ""
     need = memory.kv_bytes(plan, case.dtype, shape.batch_size, shape.context_len)
+    if not room.weights_fit:
+        return (f"does not fit on one rank: the weights of {room.recipe} (the smallest of the recipes asked "
+                f"for) take {memory.gib(room.weight_bytes)} GiB, more than the {memory.gib(room.usable_bytes)} "
+                f"GiB vLLM may use of this {memory.gib(room.gpu_mem_bytes)} GiB GPU, so no K/V cache is left "
+                "(references/memory.md); a larger --tp or --ep, or a smaller recipe such as --dtypes fp8, "
+                "gives the rank room")
     return (f"does not fit on one rank: {shape.batch_size} sequence(s) x {shape.context_len} tokens need "
             f"{memory.gib(need)} GiB of {case.dtype.upper()} K/V cache over the plan's layers; "
             f"{memory.gib(max(room.kv_budget_bytes, 0))} GiB is left on this {memory.gib(room.gpu_mem_bytes)} "

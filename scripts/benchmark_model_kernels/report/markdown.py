@@ -54,7 +54,7 @@ from .analysis import (
 )
 from .md_text import fmt_us, fmt_x
 from .md_text import table as _table
-from .memory import memory_section
+from .memory import fit_test, memory_section
 from .quality import quality_lines
 
 #: What the per-step roll-up leaves out; printed under every roll-up.
@@ -352,10 +352,13 @@ def _attention_rollup_lines(a: Analysis) -> list[str]:
         "every recipe (vLLM's default kv_cache_dtype `auto` keeps the model's dtype whatever the "
         "weights' recipe); the FP8-KV columns are that variant (`--kv-cache-dtype fp8`). On a "
         "vLLM-default line attention counts only rows of vLLM's default attention kernel; where no "
-        "row times it, the fastest FlashInfer row stands in (`†`, listed below). Prefill rows are "
+        "row times it, the fastest FlashInfer row stands in (`†`, listed below). A total reads "
+        "'does not fit' where one rank cannot hold that recipe's weights beside M sequences of that "
+        "K/V length (the memory section); the kernel times are still shown. Prefill rows are "
         f"not in these totals. Still left out: {left_out}.",
         "",
     ]
+    fits = fit_test(a.results, a.plan)
     ms = a.ms or sorted({r.m for r in view.rows if r.phase == "decode"})
     variants = rollup_variants(a) if a.rows else [("", QUANT, "attention only")]
     kv_dtypes = view.kv_dtypes
@@ -378,6 +381,8 @@ def _attention_rollup_lines(a: Analysis) -> list[str]:
                     both = gemm_moe is not None and gemm_moe.complete and att.complete
                     total = fmt_us(gemm_moe.total_us + att.total_us) + dagger if both and gemm_moe else (
                         "incomplete" if gemm_moe is not None else "-")
+                    if recipe and fits is not None and not fits(recipe, d, m, kv):
+                        total = "does not fit"
                     row += [att_text, total]
                     for s_ in att.stand_ins:
                         if f"- † {s_}" not in notes:
@@ -749,9 +754,11 @@ def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[s
         "that run's section; `†` marks a vLLM-default total whose attention is counted at its "
         "fastest FlashInfer row because no row times vLLM's default attention kernel on that GPU "
         "(listed in the run's section). A cell is 'incomplete' when a module or an attention layer "
-        "type has no number (a cell one rank cannot hold is one of those: 'does not fit'). Runs "
+        "type has no number, and 'does not fit' when one rank of that run's GPU cannot hold the "
+        "recipe's weights beside M sequences of that K/V length (the run's memory section). Runs "
         "without attention rows are left out.", "",
     ]
+    fit_by_run = {i: fit_test(a.results, a.plan) for i, a, _ in runs}
     for d in recipes:
         body = []
         for i, a, label in runs:
@@ -761,6 +768,10 @@ def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[s
                     for m in ms:
                         if d not in a.recipes or m not in a.ms or kv not in a.attention.kv_lens:
                             row.append("not measured")
+                            continue
+                        fits = fit_by_run[i]
+                        if fits is not None and not fits(d, COMPARISON_KV_DTYPE, m, kv):
+                            row.append("does not fit")
                             continue
                         gemm_moe = a.rollup(d, m, basis)
                         att = a.attention.total(m, kv, COMPARISON_KV_DTYPE, vllm_basis=basis == VLLM)

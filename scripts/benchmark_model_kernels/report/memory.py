@@ -8,12 +8,16 @@ settings record) and the run's Ms. Out: Markdown lines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..plan import memory
 from ..plan.schema import Plan
 from .analysis import plan_of
+from .cells import BASELINE, recipe_dtype
+
+#: fits(recipe, kv_dtype, M sequences, K/V length) -> whether one rank holds them (fit_test).
+FitTest = Callable[[str, str, int, int], bool]
 
 #: K/V lengths of the fit cells when results.json's settings record none.
 DEFAULT_KV_LENS = (1024, 8192, 32768)
@@ -65,6 +69,29 @@ def _cells_table(plan: Plan, size: int, util: float, ms: Sequence[int], kv_lens:
     return lines
 
 
+def fit_test(results: dict[str, Any], plan: Plan | None) -> FitTest | None:
+    """Whether a roll-up cell's step fits one rank of the run's GPU: `recipe` (a report recipe
+    key, "fp8.block128", or the BF16 baseline) with M sequences of `kv_len` tokens in a `kv_dtype`
+    cache, by the memory section's arithmetic. None when results.json records no plan or no GPU
+    memory (then nothing is marked)."""
+    size = gpu_memory_bytes(results)
+    if plan is None or size is None or not plan.attention:
+        return None
+    util = memory.VLLM_GPU_MEMORY_UTILIZATION
+    ests: dict[tuple[str, str], memory.MemoryEstimate] = {}
+
+    def fits(recipe: str, kv_dtype: str, m: int, kv_len: int) -> bool:
+        dtype = "bf16" if recipe == BASELINE else recipe_dtype(recipe)
+        if dtype not in memory.RECIPES or kv_dtype not in memory.KV_DTYPE_BYTES:
+            return True  # a recipe the memory model does not cover is not marked
+        key = (dtype, kv_dtype)
+        if key not in ests:
+            ests[key] = memory.estimate(plan, dtype, kv_dtype, size, gpu_memory_utilization=util)
+        return memory.fits(ests[key], plan, m, kv_len)
+
+    return fits
+
+
 def memory_section(results: dict[str, Any], ms: Sequence[int], heading: str = "##") -> list[str]:
     """The section's lines (a heading, the budget per recipe and K/V dtype, the cells that do not
     fit), or a line saying why there is none."""
@@ -91,4 +118,4 @@ def memory_section(results: dict[str, Any], ms: Sequence[int], heading: str = "#
     return lines
 
 
-__all__ = ["DEFAULT_KV_LENS", "gpu_memory_bytes", "kv_lens_of", "memory_section"]
+__all__ = ["DEFAULT_KV_LENS", "FitTest", "fit_test", "gpu_memory_bytes", "kv_lens_of", "memory_section"]

@@ -214,19 +214,27 @@ def activation_ref(name: str, h):
     raise ValueError(f"activation={name!r}: expected one of {', '.join(ACTIVATIONS)}")
 
 
-def _dequantized(p: MoeProblem, inputs: dict):
-    """fp32 (x [M,H], w1 [E,N1,H], w2 [E,H,I]) the kernel's inputs stand for."""
+def _expert_weight(p: MoeProblem, inputs: dict, name: str, e: int):
+    """fp32 weights of expert `e` ("w1": [N1,H], "w2": [H,I]) the kernel's inputs stand for: one
+    expert at a time, so the reference never holds an fp32 copy of every expert (DeepSeek-V3's
+    256 experts at TP=1 are 45 GB in fp32)."""
+    w = inputs[name][e:e + 1]
     if p.scheme == "bf16":
-        return inputs["x"].float(), inputs["w1"].float(), inputs["w2"].float()
-    x = _dequant_act(inputs["x"], inputs["a1_scale"], p.scheme)
-    w1 = _dequant_weight(inputs["w1"], inputs["w1_scale"], p.scheme)
-    w2 = _dequant_weight(inputs["w2"], inputs["w2_scale"], p.scheme)
-    return x, w1, w2
+        return w[0].float()
+    return _dequant_weight(w, inputs[f"{name}_scale"][e:e + 1], p.scheme)[0]
 
 
-def _reference(p: MoeProblem, inputs: dict, x, w1, w2):
+def _dequantized_x(p: MoeProblem, inputs: dict):
+    """fp32 activations [M,H] the kernel's input stands for."""
+    if p.scheme == "bf16":
+        return inputs["x"].float()
+    return _dequant_act(inputs["x"], inputs["a1_scale"], p.scheme)
+
+
+def _reference(p: MoeProblem, inputs: dict):
     """(out [M,H] fp32, amax of the activation output over local pairs), per-expert loop."""
     torch = _torch()
+    x = _dequantized_x(p, inputs)
     ids = inputs["topk_ids"].long()
     wts = inputs["topk_weights"].float()
     out = torch.zeros(p.num_tokens, p.hidden, dtype=torch.float32, device=x.device)
@@ -236,12 +244,13 @@ def _reference(p: MoeProblem, inputs: dict, x, w1, w2):
         tok, slot = (ids == e).nonzero(as_tuple=True)
         if tok.numel() == 0:
             continue
-        h = x[tok] @ w1[e].T
+        w1, w2 = _expert_weight(p, inputs, "w1", e), _expert_weight(p, inputs, "w2", e)
+        h = x[tok] @ w1.T
         if b1 is not None:
             h = h + b1[e].float()
         a = activation_ref(p.activation, h)
         amax = torch.maximum(amax, a.abs().amax())
-        y = a @ w2[e].T
+        y = a @ w2.T
         if b2 is not None:
             y = y + b2[e].float()
         out.index_add_(0, tok, y * wts[tok, slot][:, None])
@@ -254,8 +263,7 @@ def reference_moe(p: MoeProblem, inputs: dict):
     The FP8 schemes' intermediate (a2) quantization is not modelled: that rounding is part of the
     error the kernel is allowed.
     """
-    x, w1, w2 = _dequantized(p, inputs)
-    return _reference(p, inputs, x, w1, w2)[0]
+    return _reference(p, inputs)[0]
 
 
 def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
@@ -277,8 +285,8 @@ def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
         return torch.randn(*shape, generator=g, device=dev, dtype=torch.float32) * scale
 
     x = randn(p.num_tokens, H).to(torch.bfloat16)
-    w1 = randn(E, N1, H, scale=H ** -0.5)
-    w2 = randn(E, H, I, scale=I ** -0.5)
+    w1, w1_scale = _expert_weights(p.scheme, E, N1, H, randn)
+    w2, w2_scale = _expert_weights(p.scheme, E, H, I, randn)
     b1 = randn(E, N1, scale=0.1) if p.has_bias else None
     b2 = randn(E, H, scale=0.1) if p.has_bias else None
     ids, wts = uniform_routing(p.num_tokens, p.global_experts, p.top_k, seed)
@@ -287,19 +295,48 @@ def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
         "topk_ids": ids.to(torch.int32).to(dev), "topk_weights": wts.float().to(dev),
         "a1_scale": None, "w1_scale": None, "w2_scale": None, "a2_scale": None,
     }
+    inputs.update(w1=w1, w2=w2)
     if p.scheme == "bf16":
-        inputs.update(x=x, w1=w1.to(torch.bfloat16), w2=w2.to(torch.bfloat16))
+        inputs.update(x=x)
         return inputs
-    inputs["w1"], inputs["w1_scale"] = _quant_weight(w1, p.scheme)
-    del w1
-    inputs["w2"], inputs["w2_scale"] = _quant_weight(w2, p.scheme)
-    del w2
+    inputs.update(w1_scale=w1_scale, w2_scale=w2_scale)
     inputs["x"], inputs["a1_scale"] = _quant_act_torch(x, p.scheme)
     if p.scheme == "fp8_per_tensor":
-        xd, w1d, w2d = _dequantized(p, inputs)
-        amax = _reference(p, inputs, xd, w1d, w2d)[1]
+        amax = _reference(p, inputs)[1]
         inputs["a2_scale"] = (amax.clamp_min(SCALE_EPS) / FP8_MAX).reshape(1).float()
     return inputs
+
+
+#: fp32 bytes of the experts drawn (and quantized) at once by `_expert_weights`.
+WEIGHT_CHUNK_BYTES = 1 << 29
+
+
+def _expert_weights(scheme: str, experts: int, rows: int, cols: int, randn):
+    """(weights [E, rows, cols], scales or None) ~ N(0, 1/cols): BF16, or FP8 in `scheme`'s layout.
+
+    Drawn and quantized a few experts at a time: the fp32 draw and the quantizer's temporaries of
+    all experts at once (w, |w|, per-element block scales, w/scale) are several times the weights,
+    which for DeepSeek-V3's 256 experts at TP=1 (30 GB of fp32 for GEMM 1 alone) exceeds the GPU."""
+    torch = _torch()
+    per_expert = rows * cols * 4
+    step = max(1, WEIGHT_CHUNK_BYTES // per_expert)
+    dtype = torch.bfloat16 if scheme == "bf16" else _fp8()
+    out = None
+    scales = []
+    for e0 in range(0, experts, step):
+        n = min(step, experts - e0)
+        w = randn(n, rows, cols, scale=cols ** -0.5)
+        if scheme == "bf16":
+            q = w.to(torch.bfloat16)
+        else:
+            q, sc = _quant_weight(w, scheme)
+            scales.append(sc)
+        del w
+        if out is None:
+            out = torch.empty(experts, rows, cols, dtype=dtype, device=q.device)
+        out[e0:e0 + n] = q
+        del q
+    return out, (torch.cat(scales) if scales else None)
 
 
 # ---------------------------------------------------------------------------- roofline helper
