@@ -54,7 +54,7 @@ def run_argv(label: str, args: argparse.Namespace, resume: bool = False) -> list
     out = os.path.abspath(args.out)
     # The sweep the targets were set for: GEMM and MoE rows (attention rows are another workload).
     common = ["--ms", *map(str, args.ms), "--flashinfer_repo", args.flashinfer_repo, "--no_attention",
-              "--workdir", os.path.join(out, label)]
+              "--autotune_buckets", args.autotune_buckets, "--workdir", os.path.join(out, label)]
     if label == "models":
         flags = ["--autotune_cache", os.path.join(out, "models_autotune_cache.json"),
                  "--cache", os.path.join(out, "models_result_cache")]
@@ -195,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", nargs="+", choices=tuple(TARGET_S), default=[],
                    help="Runs to sample with py-spy into <out>/profile_<run>.txt, e.g. --profile warm "
                    "(the record marks them: a sampled run's wall time is not a clean measurement)")
+    p.add_argument("--autotune_buckets", choices=("all", "timed"), default="all",
+                   help="benchmark_model.py's --autotune_buckets for every run, e.g. --autotune_buckets "
+                   "timed (FlashInfer tunes each GEMM row at its own M only; default all)")
     p.add_argument("--py_spy", default="py-spy", help="The py-spy executable, e.g. --py_spy ~/.local/bin/py-spy")
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)
@@ -229,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     by_label = {r["label"]: r for r in runs}
     if "cached" in by_label:
         check_cached(by_label["cached"], args)
-    record = {"model": args.model, "ms": args.ms, "budget_s": args.budget_s, "runs": runs}
+    record = {"model": args.model, "ms": args.ms, "budget_s": args.budget_s,
+              "autotune_buckets": args.autotune_buckets, "runs": runs}
     with open(record_path, "w") as f:
         json.dump(record, f, indent=1)
     for r in runs:

@@ -124,3 +124,46 @@ def test_pool_stop_leaves_nothing_of_the_worker_group(tmp_path):
     group = _group(pool, child)
     assert pool.stop(kill=True) is None  # it had to be killed
     assert wait_gone(group, 2) == []
+
+
+def test_timed_buckets_travel_to_the_worker_and_wrap_the_driver_call(tmp_path, monkeypatch):
+    """--autotune_buckets timed: the request names the row's M, and the worker runs the driver
+    inside FlashInfer's own bucket override, `autotune(False, tuning_buckets=(M,))`, which tunes
+    nothing by itself (a stand-in autotuner records the calls: plumbing, no GPU)."""
+    import contextlib
+    import types
+
+    from benchmark_model_kernels.run import runner, worker
+
+    settings = RunSettings(autotune_buckets="timed")
+    r = runner.Runner([gemm_case(64, m=512)], settings, str(tmp_path), None, {}, ("NVIDIA H200", (9, 0)))
+    req, _ = r._request(gemm_case(64, m=512), "driver")
+    assert req["tuning_buckets"] == [512]
+    plain, _ = runner.Runner([gemm_case(64)], RunSettings(), str(tmp_path), None, {}, None)._request(
+        gemm_case(64), "driver")
+    assert "tuning_buckets" not in plain
+
+    calls: list = []
+
+    @contextlib.contextmanager
+    def autotune(tune_mode=True, cache=None, tuning_buckets=None, round_up=None, skip_ops=None):
+        calls.append(("enter", tune_mode, cache, tuning_buckets))
+        yield
+        calls.append("exit")
+
+    fake = types.ModuleType("flashinfer.autotuner")
+    fake.autotune = autotune  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.autotuner", fake)
+    with worker._tuning_scope(req["tuning_buckets"]):
+        calls.append("driver")
+    assert calls == [("enter", False, None, (512,)), "driver", "exit"]
+
+    def old_autotune(tune_mode=True, cache=None):  # a FlashInfer without bucket overrides
+        raise AssertionError("must not be entered")
+
+    fake.autotune = old_autotune  # type: ignore[attr-defined]
+    with worker._tuning_scope([512]):
+        pass
+    with worker._tuning_scope(None):
+        pass

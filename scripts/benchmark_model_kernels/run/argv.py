@@ -14,6 +14,38 @@ from ..cases.schema import Case
 from .correctness import DRIVER_REFCHECK
 from .results import RunSettings
 
+#: Driver routines whose autotuned FlashInfer op tunes on the token count M (the rows of its first
+#: input) at buckets that END at the call's own M and maps M to bucket M: get_hybrid_num_tokens_buckets
+#: (max_num_tokens = the input's M) with map_to_hybrid_bucket_uncapped (flashinfer/fused_moe/utils.py;
+#: flashinfer/gemm/gemm_base.py _BF16_GEMM_SM100_TUNING_CONFIG for mm_bf16's "bf16_gemm",
+#: _FP8_GEMM_SM100_TUNING_CONFIG for bmm_fp8's "fp8_gemm", _MM_FP4_TUNING_CONFIG_8x4/_128x4 for
+#: mm_fp4; release-v0.6.17 and -v0.6.18). By default one call at M=512 profiles every bucket 1, 2,
+#: 4, ..., 256, 512 (10 profiles) and the timed call uses only bucket 512's tactic.
+TUNED_AT_M = ("mm_bf16", "bmm_fp8", "mm_fp4")
+
+
+def tuning_buckets(case: Case, settings: RunSettings) -> tuple[int, ...] | None:
+    """FlashInfer autotuner buckets for a driver case under --autotune_buckets timed: (M,) for a
+    TUNED_AT_M routine, else None (FlashInfer's own buckets, also the default "all").
+
+    Profiling only the bucket the timed call looks up picks the same tactic the default buckets
+    would (each bucket is profiled on its own inputs; the others are never used by this call), for
+    a fraction of the tuning time (the cuDNN rows, tuned at every bucket, took 355 of a cold
+    DeepSeek-V3 run's 547 s: examples/h200/sweep_speed/models_0762cd1), and keeps the cache keys
+    of a default run: bucket M's key is the same either way. It is FlashInfer's own API for known sizes
+    (`flashinfer.autotune(tuning_buckets=...)`, docs/autotuning.rst); the worker applies it around
+    the driver call (worker.py). It also leaves out the buckets whose cuBLASLt entries FlashInfer
+    0.6.18 cannot find again (CublasltBf16GemmRunner keys on the caller's M,
+    flashinfer-ai/flashinfer#3868), which a warm run re-profiled every time."""
+    if settings.autotune_buckets != "timed" or not settings.autotune or case.routine not in TUNED_AT_M:
+        return None
+    args = list(case.driver_args)
+    try:
+        m = int(args[args.index("--m") + 1])
+    except (ValueError, IndexError):
+        return None
+    return (m,) if m > 0 else None
+
 
 def case_settings(case: Case, settings: RunSettings) -> RunSettings:
     """The run's settings for one case: CUDA graphs on for a "graph" case, off for an "eager" one."""
@@ -47,4 +79,4 @@ def driver_argv(case: Case, settings: RunSettings) -> list[str]:
     return argv
 
 
-__all__ = ["case_settings", "driver_argv"]
+__all__ = ["TUNED_AT_M", "case_settings", "driver_argv", "tuning_buckets"]

@@ -25,7 +25,7 @@ from . import devices
 from .autotune_file import stale_reason
 from .cache import default_cache_dir
 from .pool import has_driver
-from .results import RESULTS_JSON, RunSettings
+from .results import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_workdir
 
 #: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"
@@ -122,6 +122,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "--autotune_cache", metavar="PATH", type=path_arg("--autotune_cache"),
         help="FlashInfer autotuner cache to load and extend, e.g. --autotune_cache "
         "runs/tuned.json to reuse tuning across workdirs (default <workdir>/autotune_cache.json).")
+    g.add_argument(
+        "--autotune_buckets", choices=AUTOTUNE_BUCKETS, default=RunSettings.autotune_buckets,
+        help="Token counts FlashInfer's autotuner profiles for a GEMM row: 'all' (default), its "
+        "own buckets 1, 2, 4, ... up to the row's M, as its driver does; 'timed', only M, the one "
+        "bucket the timed call uses, e.g. --autotune_buckets timed tunes an M=512 row at 1 "
+        "bucket instead of 10 and picks the tactic FlashInfer's bucket rules give M under 'all'.")
     g.add_argument(
         "--case_timeout", type=float, default=RunSettings.case_timeout, metavar="SECONDS",
         help="Kill a case (and its worker) after this many seconds, e.g. --case_timeout 300; the "
@@ -235,6 +241,7 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
         check=not getattr(args, "no_check", False),
         autotune=not args.no_autotune,
         autotune_cache=os.path.abspath(cache),
+        autotune_buckets=getattr(args, "autotune_buckets", RunSettings.autotune_buckets),
         allow_cuda_events=args.allow_cuda_events,
         case_timeout=float(args.case_timeout),
         attention=sweep.enabled,

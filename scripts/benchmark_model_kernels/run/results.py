@@ -58,6 +58,10 @@ MODES = ("graph", "eager")
 CHECKS = ("passed", "failed", "")
 
 
+#: --autotune_buckets values (RunSettings.autotune_buckets).
+AUTOTUNE_BUCKETS = ("all", "timed")
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How the measurements were taken (recorded in results.json)."""
@@ -73,6 +77,10 @@ class RunSettings:
     """FlashInfer autotuning before timing (--no_autotune turns it off)."""
     autotune_cache: str = ""
     """Path of FlashInfer's --autotune_cache JSON (kept in the workdir by default)."""
+    autotune_buckets: str = "all"
+    """Token counts FlashInfer's autotuner profiles for a GEMM driver case (--autotune_buckets):
+    "all", its own buckets 1, 2, 4, ... up to the case's M; "timed", only M, the one bucket the
+    timed call reads (run/argv.py tuning_buckets)."""
     allow_cuda_events: bool = False
     """Accept rows timed with CUDA events when CUPTI is unavailable (otherwise they are failed)."""
     case_timeout: float = 600.0
@@ -418,7 +426,8 @@ def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:
     return buf.getvalue()
 
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS", "MODES", "CHECKS",
+__all__ = ["AUTOTUNE_BUCKETS", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",
+           "MODES", "CHECKS",
            "RunSettings", "Row", "JSON_ONLY_FIELDS", "RUN_COLUMNS", "ROW_COLUMNS", "CSV_COLUMNS", "ResultsError",
            "validate_results", "row_from_dict", "load_results", "rows_of", "new_run_id", "derived_run_id",
            "run_facts", "csv_text"]

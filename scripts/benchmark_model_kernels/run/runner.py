@@ -36,7 +36,7 @@ from ..errors import UsageError, cli_main
 from ..files import disk_full_as_usage_error, write_text_atomic
 from ..plan.schema import Plan
 from . import phases, roofline
-from .argv import case_settings, driver_argv
+from .argv import case_settings, driver_argv, tuning_buckets
 from .cache import ResultCache, machine_fingerprint, missing_machine_fields
 from .flags import Gpu, RunRequest, validate_args
 from .interrupts import interrupt_exit_code, interrupt_signal, stop_signals_raise
@@ -269,6 +269,9 @@ class Runner:
         if job == "driver":
             argv = driver_argv(case, settings)
             req["argv"] = argv
+            buckets = tuning_buckets(case, settings)
+            if buckets:
+                req["tuning_buckets"] = list(buckets)
         else:
             req["case"] = case.to_dict()
         return req, argv

@@ -9,6 +9,7 @@ deadline_s (lifetime.py says how).
 Protocol (one JSON object per line):
   parent -> stdin:       {"job": "driver"|"torch"|"quant", "case_id", "log_path", "csv_path",
                           "argv": [...driver argv...], "case": {...}, "settings": {...},
+                          "tuning_buckets": [M] (driver cases whose autotuner tunes on M: argv.py),
                           "deadline_s": seconds after which the worker ends itself (optional)}
   worker -> answer fd:   {"case_id", "elapsed_s", "exception", "systemexit", "unsupported",
                           "measurement", "warnings", "autotune_dropped", "poisoned",
@@ -23,7 +24,9 @@ exits; the parent starts a fresh one for the remaining cases.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import inspect
 import json
 import os
 import shlex
@@ -75,7 +78,26 @@ def _csv_has_rows(path: str) -> bool:
         return False
 
 
-def _run_driver_once(argv: list[str], csv_path: str) -> dict[str, Any]:
+def _tuning_scope(buckets: list[int] | None) -> Any:
+    """FlashInfer's autotune bucket override for one driver call (argv.tuning_buckets), or a no-op:
+    an outer `flashinfer.autotune(False, tuning_buckets=...)` pushes the buckets, which the
+    driver's own `autotune(True, cache=...)` inherits (it passes none), and turns no tuning on by
+    itself. A FlashInfer whose autotune() takes no tuning_buckets keeps its default buckets."""
+    if not buckets:
+        return contextlib.nullcontext()
+    try:
+        from flashinfer.autotuner import autotune
+    except ImportError:
+        return contextlib.nullcontext()
+    if "tuning_buckets" not in inspect.signature(autotune).parameters:
+        print("[bmk-worker] this FlashInfer's autotune() takes no tuning_buckets: default buckets")
+        return contextlib.nullcontext()
+    print(f"[bmk-worker] FlashInfer autotuner buckets: {tuple(buckets)} (the timed M only; its "
+          "tactic is the one the default buckets would give it)")
+    return autotune(False, tuning_buckets=tuple(buckets))
+
+
+def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None = None) -> dict[str, Any]:
     fb, fbu = _import_driver()
     try:
         args = fb.parse_args(list(argv))
@@ -86,7 +108,7 @@ def _run_driver_once(argv: list[str], csv_path: str) -> dict[str, Any]:
     with open(csv_path, "w") as f:
         f.write(",".join(fbu.full_output_columns) + "\n")
     try:
-        with capture_bench_calls(count_eager_launches=True) as calls:
+        with _tuning_scope(buckets), capture_bench_calls(count_eager_launches=True) as calls:
             fb.run_test(args)
     except SystemExit as e:  # a routine calling sys.exit must not end the worker
         traceback.print_exc()
@@ -102,7 +124,8 @@ def _run_driver_once(argv: list[str], csv_path: str) -> dict[str, Any]:
 def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
     argv = list(req["argv"])
     csv_path = req["csv_path"]
-    out = _run_driver_once(argv, csv_path)
+    buckets = req.get("tuning_buckets")
+    out = _run_driver_once(argv, csv_path, buckets)
     if set(out) != {"bench_calls"} or "--autotune" not in argv or _csv_has_rows(csv_path):
         return out
     # The driver DROPS a backend it cannot autotune ("[INFO] <b> backend does not support
@@ -115,7 +138,7 @@ def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
     if "does not support autotune" not in printed:
         return out
     print(RETRY_MARKER)
-    out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path)
+    out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path, buckets)
     out["autotune_dropped"] = True
     return out
 
