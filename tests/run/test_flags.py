@@ -102,3 +102,17 @@ def test_the_workdirs_own_stale_autotune_cache_is_refused_on_resume(tmp_path, mo
     (wd / "autotune_cache.json").write_text('{"_metadata": {"flashinfer_version": "0.6.17"}}')
     with pytest.raises(UsageError, match="delete it .* or pass --autotune_cache with a new path"):
         flags.validate_args(parse("--workdir", str(wd), "--backends", "torch", "--resume"))
+
+
+def test_a_sweep_checks_each_runs_own_autotune_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(flags, "flashinfer_wheel", lambda: {"version": "0.6.18.post1"})
+    top = tmp_path / "sweep"
+    subs = [top / "a_tp1_ep1", top / "b_tp1_ep1"]
+    for sub in subs:
+        sub.mkdir(parents=True)
+        (sub / "results.json").write_text('{"schema_version": 1, "rows": []}')
+    (subs[1] / "autotune_cache.json").write_text('{"_metadata": {"gpu": "NVIDIA A100-SXM4-80GB"}}')
+    with pytest.raises(UsageError, match="b_tp1_ep1/autotune_cache.json.*gpu NVIDIA A100-SXM4-80GB"):
+        flags.validate_args(parse("--workdir", str(top), "--backends", "torch", "--resume"),
+                            [str(s) for s in subs], resume_may_start_fresh=True)

@@ -302,8 +302,11 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     devices_pinned = devices.check_gpus(gpus) if gpus is not None and not args.dry_run and gpu_here else None
     workdir = os.path.abspath(args.workdir)
     if not args.dry_run and not args.no_autotune:
-        check_autotune_cache(args.autotune_cache or os.path.join(workdir, DEFAULT_AUTOTUNE_CACHE),
-                             given=bool(args.autotune_cache), gpu=gpu)
+        # The given file, or each run's own (a sweep's runs each keep one in their workdir).
+        caches = [args.autotune_cache] if args.autotune_cache else [
+            os.path.join(os.path.abspath(w), DEFAULT_AUTOTUNE_CACHE) for w in dict.fromkeys([workdir, *workdirs])]
+        for cache in caches:
+            check_autotune_cache(cache, given=bool(args.autotune_cache), gpu=gpu)
     return RunRequest(
         ms=tuple(getattr(args, "ms", None) or DEFAULT_MS),
         dtypes=tuple(args.dtypes),
