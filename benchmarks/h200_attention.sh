@@ -49,8 +49,17 @@ CACHE="$W/autotune_cache.json"
 # vLLM-default runs, so the fused-MoE and block-FP8 rows time the seeded tiles instead of tuning.
 SEED=${SEED_CACHE:-examples/h200/flashinfer_versions/v0.6.18/llama-3.1-8b_tp1/autotune_cache.json}
 TILES=${SEED_TILES:-examples/h200/vllm_default/cache/autotune_cache.json.triton}
-if [ -f "$SEED" ] && [ ! -f "$CACHE" ]; then
-  cp "$SEED" "$CACHE"
+seed_ok() {  # the seed was tuned by the installed FlashInfer (the run refuses one that was not)
+  python3 - "$1" <<'PY'
+import json, sys
+from importlib.metadata import version
+meta = json.load(open(sys.argv[1])).get("_metadata") or {}
+sys.exit(0 if meta.get("flashinfer_version") in ("*", version("flashinfer-python")) else 1)
+PY
+}
+if [ ! -f "$CACHE" ]; then
+  if [ -f "$SEED" ] && seed_ok "$SEED"; then cp "$SEED" "$CACHE"
+  else say "autotune seed $SEED: not used (absent, or tuned by another FlashInfer); tuning from empty"; fi
   [ -d "$TILES" ] && cp -r "$TILES" "$CACHE.triton"
 fi
 # GEMM/MoE: vLLM's defaults (torch = cuBLAS, triton MoE) and FlashInfer's fast ones; attention:
