@@ -39,14 +39,19 @@ MEDIAN_TOLERANCE = 0.05
 META_KEYS = ("_metadata", "_generation", "_records")
 
 
+def sweep_cmd(args: argparse.Namespace, workdir: str, *flags: str) -> list[str]:
+    """benchmark_model.py over the model's FlashInfer GEMM rows, into `workdir`, plus `flags`."""
+    return [sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), args.model, "--tp", "1",
+            "--ms", *map(str, args.ms), "--dtypes", "bf16", "fp8", "--backends", *BACKENDS, "--no_attention",
+            "--flashinfer_repo", args.flashinfer_repo, "--workdir", workdir, *flags]
+
+
 def run(label: str, args: argparse.Namespace, buckets: str) -> dict[str, Any]:
     out = os.path.abspath(args.out)
     workdir = os.path.join(out, label)
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), args.model, "--tp", "1",
-           "--ms", *map(str, args.ms), "--dtypes", "bf16", "fp8", "--backends", *BACKENDS, "--no_attention",
-           "--flashinfer_repo", args.flashinfer_repo, "--autotune_buckets", buckets, "--workdir", workdir,
-           "--autotune_cache", os.path.join(out, f"{label}_autotune_cache.json"),
-           "--cache", os.path.join(out, f"{label}_result_cache")]
+    cmd = sweep_cmd(args, workdir, "--autotune_buckets", buckets,
+                    "--autotune_cache", os.path.join(out, f"{label}_autotune_cache.json"),
+                    "--cache", os.path.join(out, f"{label}_result_cache"))
     print(f"[{label}] {' '.join(cmd)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     rc = subprocess.call(cmd, timeout=args.limit_s)
@@ -107,11 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(args.out)
     if args.prewarm:
-        subprocess.call([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), args.model,
-                         "--tp", "1", "--ms", *map(str, args.ms), "--dtypes", "bf16", "fp8", "--backends",
-                         *BACKENDS, "--no_attention", "--no_autotune", "--no_check", "--no_cache",
-                         "--flashinfer_repo", args.flashinfer_repo,
-                         "--workdir", os.path.join(args.out, "prewarm")], timeout=args.limit_s)
+        subprocess.call(sweep_cmd(args, os.path.join(os.path.abspath(args.out), "prewarm"), "--no_autotune",
+                                  "--no_check", "--no_cache"), timeout=args.limit_s)
     default = run("all", args, "all")
     timed = run("timed", args, "timed")
     compared, tactics = tactic_differences(default["cache"], timed["cache"])

@@ -49,12 +49,12 @@ CACHE="$W/autotune_cache.json"
 # vLLM-default runs, so the fused-MoE and block-FP8 rows time the seeded tiles instead of tuning.
 SEED=${SEED_CACHE:-examples/h200/flashinfer_versions/v0.6.18/llama-3.1-8b_tp1/autotune_cache.json}
 TILES=${SEED_TILES:-examples/h200/vllm_default/cache/autotune_cache.json.triton}
-seed_ok() {  # the seed was tuned by the installed FlashInfer (the run refuses one that was not)
+seed_ok() {  # the seed was tuned by the installed FlashInfer: the run's own check (run/autotune_file.py)
   python3 - "$1" <<'PY'
-import json, sys
-from importlib.metadata import version
-meta = json.load(open(sys.argv[1])).get("_metadata") or {}
-sys.exit(0 if meta.get("flashinfer_version") in ("*", version("flashinfer-python")) else 1)
+import sys
+from benchmark_model_kernels.env.versions import flashinfer_wheel
+from benchmark_model_kernels.run.autotune_file import stale_reason
+sys.exit(1 if stale_reason(sys.argv[1], flashinfer_wheel()["version"], None) else 0)
 PY
 }
 if [ ! -f "$CACHE" ]; then

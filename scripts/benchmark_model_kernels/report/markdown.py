@@ -379,10 +379,12 @@ def _attention_rollup_lines(a: Analysis) -> list[str]:
                     if att.missing and len(att.missing) == len(view.types):
                         att_text = "no number"
                     both = gemm_moe is not None and gemm_moe.complete and att.complete
-                    total = fmt_us(gemm_moe.total_us + att.total_us) + dagger if both and gemm_moe else (
-                        "incomplete" if gemm_moe is not None else "-")
                     if recipe and fits is not None and not fits(recipe, d, m, kv):
                         total = "does not fit"
+                    elif both and gemm_moe:
+                        total = fmt_us(gemm_moe.total_us + att.total_us) + dagger
+                    else:
+                        total = "incomplete" if gemm_moe is not None else "-"
                     row += [att_text, total]
                     for s_ in att.stand_ins:
                         if f"- † {s_}" not in notes:

@@ -55,15 +55,13 @@ def _budget_table(plan: Plan, size: int, util: float) -> list[str]:
     return lines
 
 
-def _cells_table(plan: Plan, size: int, util: float, ms: Sequence[int], kv_lens: Sequence[int]) -> list[str]:
-    ests = {(r, kv): memory.estimate(plan, r, kv, size, gpu_memory_utilization=util)
-            for r in memory.RECIPES for kv in memory.KV_DTYPE_BYTES}
+def _cells_table(fits: FitTest, ms: Sequence[int], kv_lens: Sequence[int]) -> list[str]:
     lines = ["| M (sequences) | " + " | ".join(f"K/V length {n}" for n in kv_lens) + " |",
              "|---:|" + "---|" * len(kv_lens)]
     for m in ms:
         cells = []
         for n in kv_lens:
-            out = [f"{r}/{kv}" for (r, kv), e in ests.items() if not memory.fits(e, plan, m, n)]
+            out = [f"{r}/{kv}" for r in memory.RECIPES for kv in memory.KV_DTYPE_BYTES if not fits(r, kv, m, n)]
             cells.append(", ".join(out) if out else "all fit")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     return lines
@@ -111,10 +109,11 @@ def memory_section(results: dict[str, Any], ms: Sequence[int], heading: str = "#
     if plan.mixers_not_timed:
         lines += [f"Not counted: the recurrent or indexer state of {', '.join(x.name for x in plan.mixers_not_timed)}.",
                   ""]
-    if ms and plan.attention:
+    fits = fit_test(results, plan)  # None without attention entries
+    if ms and fits is not None:
         lines += ["Cells whose K/V cache does not fit (M sequences of each K/V length; each cell lists the "
                   "recipe/K/V-dtype pairs that do not fit):", ""]
-        lines += _cells_table(plan, size, util, ms, kv_lens) + [""]
+        lines += _cells_table(fits, ms, kv_lens) + [""]
     return lines
 
 

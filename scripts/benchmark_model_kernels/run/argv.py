@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..cases.attention import ATTENTION_ROUTINES
-from ..cases.schema import Case
+from ..cases.schema import Case, GemmShape
 from .correctness import DRIVER_REFCHECK
 from .results import RunSettings
 
@@ -39,12 +39,8 @@ def tuning_buckets(case: Case, settings: RunSettings) -> tuple[int, ...] | None:
     flashinfer-ai/flashinfer#3868), which a warm run re-profiled every time."""
     if settings.autotune_buckets != "timed" or not settings.autotune or case.routine not in TUNED_AT_M:
         return None
-    args = list(case.driver_args)
-    try:
-        m = int(args[args.index("--m") + 1])
-    except (ValueError, IndexError):
-        return None
-    return (m,) if m > 0 else None
+    # The driver's --m is the physical shape's M (cases/build.py _gemm_driver_args).
+    return (case.physical.m,) if isinstance(case.physical, GemmShape) and case.physical.m > 0 else None
 
 
 def case_settings(case: Case, settings: RunSettings) -> RunSettings:

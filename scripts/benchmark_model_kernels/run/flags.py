@@ -305,8 +305,9 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         # The given file, or each run's own (a sweep's runs each keep one in their workdir).
         caches = [args.autotune_cache] if args.autotune_cache else [
             os.path.join(os.path.abspath(w), DEFAULT_AUTOTUNE_CACHE) for w in dict.fromkeys([workdir, *workdirs])]
+        version = flashinfer_wheel()["version"]
         for cache in caches:
-            check_autotune_cache(cache, given=bool(args.autotune_cache), gpu=gpu)
+            check_autotune_cache(cache, given=bool(args.autotune_cache), gpu=gpu, flashinfer_version=version)
     return RunRequest(
         ms=tuple(getattr(args, "ms", None) or DEFAULT_MS),
         dtypes=tuple(args.dtypes),
@@ -324,11 +325,12 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     )
 
 
-def check_autotune_cache(path: str, *, given: bool, gpu: Gpu | None) -> None:
+def check_autotune_cache(path: str, *, given: bool, gpu: Gpu | None, flashinfer_version: str | None) -> None:
     """Refuse an autotune cache FlashInfer would ignore and never save to (autotune_file.py): one
-    tuned by another FlashInfer version or on another GPU. `given`: the path came from
-    --autotune_cache (else it is the workdir's own, met again on --resume)."""
-    version = flashinfer_wheel()["version"]
+    tuned by another FlashInfer version (`flashinfer_version`: the installed one) or on another
+    GPU. `given`: the path came from --autotune_cache (else it is the workdir's own, met again on
+    --resume)."""
+    version = flashinfer_version
     reason = stale_reason(path, version, gpu[0] if gpu else None)
     if reason is None:
         return
