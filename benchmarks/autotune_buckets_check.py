@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Whether `--autotune_buckets timed` times what the default `all` times, and how much tuning it saves.
+"""Whether `--autotune_buckets timed` (the default) times what `all` times, and how much tuning it saves.
 
 Runs `scripts/benchmark_model.py MODEL --tp 1 --no_attention` with FlashInfer's GEMM backends
 (--backends cudnn cublaslt cublas) twice on the GPU, each with a fresh workdir, autotune cache and
@@ -11,14 +11,19 @@ row's M), then `--autotune_buckets timed` (only M). Then it compares:
   rows     the same cases with the same statuses, and each ok row's median within 5% of the
            other's or inside the other's p10-p90;
   wall     each run's wall time and its `cases` phase (results.json timings).
+  control  both, split by M: at M=1 FlashInfer's buckets up to M are (1,), so `all` and `timed`
+           profile the same single bucket and any difference there is re-tuning variance, the
+           yardstick for the rows at M > 1.
 Tactics are reported, not judged: re-profiling the same key picks another of near-equal tactics
-now and then (two default runs on the H200 disagreed on 13 of 230 cuBLASLt keys:
+now and then (two `all` runs on the H200 disagreed on 13 of 230 cuBLASLt keys:
 examples/h200/sweep_speed/README.md). The JIT caches are warm for the second run (the first
 built the kernels); --prewarm first builds them in an untimed pass, to compare like with like.
-Exit 0 when the rows agree, 1 when they do not, 2 on bad flags.
+--compare DIR compares an earlier --out again (e.g. an archive from the GPU, on a CPU) without
+running anything. Exit 0 when the rows agree, 1 when they do not, 2 on bad flags.
 
     source .fi618/setup.sh && export PYTHONPATH=$PWD/scripts:$PYTHONPATH
     python3 benchmarks/autotune_buckets_check.py --flashinfer_repo .fi618/flashinfer --out "$OUT/buckets"
+    python3 benchmarks/autotune_buckets_check.py --compare buckets_from_gpu --out /tmp/again
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -74,6 +80,54 @@ def tactic_differences(all_cache: str, timed_cache: str) -> tuple[int, list[str]
     return len(keys), diff
 
 
+#: The start of an autotune cache key: (op, runner, ((first input's shape), ...
+_KEY_SHAPE = re.compile(r"^\('[^']*', '[^']*', \(\(([0-9, ]+)\)")
+
+
+def profiled_m(key: str) -> int | None:
+    """The token count a GEMM autotune cache key was profiled at: the rows of its first input
+    (mm_bf16's [M, K]; bmm_fp8's batched [1, M, K]); None for a key of another form."""
+    m = _KEY_SHAPE.match(key)
+    if not m:
+        return None
+    dims = [int(d) for d in m.group(1).split(",") if d.strip()]
+    return dims[1] if len(dims) == 3 else dims[0] if dims else None
+
+
+def row_m(case_id: str) -> int | None:
+    """M of a GEMM row's case id (gemm.<name>.m<M>.<dtype>...)."""
+    m = re.search(r"\.m(\d+)\.", case_id)
+    return int(m.group(1)) if m else None
+
+
+def control(all_cache: str, timed_cache: str, a: list[dict[str, Any]], b: list[dict[str, Any]]
+            ) -> dict[str, dict[str, int]]:
+    """Tactic and row differences at M=1, where both settings profile the same one bucket, and
+    at M > 1: {"m1": {...}, "m_over_1": {...}} with keys/rows compared and differing."""
+    with open(all_cache) as f:
+        default = json.load(f)
+    with open(timed_cache) as f:
+        timed = json.load(f)
+    out = {g: {"tactics_compared": 0, "tactics_differ": 0, "rows_compared": 0, "rows_differ": 0}
+           for g in ("m1", "m_over_1")}
+    for k, v in timed.items():
+        m = None if k in META_KEYS else profiled_m(k)
+        if m is None:
+            continue
+        g = out["m1" if m == 1 else "m_over_1"]
+        g["tactics_compared"] += 1
+        g["tactics_differ"] += default.get(k) != v
+    by_id = {r["case_id"]: r for r in b}
+    for r in a:
+        o, m = by_id.get(r["case_id"]), row_m(r["case_id"])
+        if o is None or m is None or r["status"] != "ok":
+            continue
+        g = out["m1" if m == 1 else "m_over_1"]
+        g["rows_compared"] += 1
+        g["rows_differ"] += bool(row_differences([r], [o]))
+    return out
+
+
 def row_differences(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
     by_id = {r["case_id"]: r for r in b}
     out = []
@@ -98,10 +152,13 @@ def row_differences(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[st
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--flashinfer_repo", required=True, help="FlashInfer checkout, e.g. .fi618/flashinfer")
+    p.add_argument("--flashinfer_repo", help="FlashInfer checkout, e.g. .fi618/flashinfer (needed unless --compare)")
     p.add_argument("--model", default="llama-3.1-8b", help="MODEL, e.g. --model qwen3-8b (default llama-3.1-8b)")
     p.add_argument("--ms", type=int, nargs="+", default=[1, 8, 64, 512], help="e.g. --ms 1 8 64 512")
     p.add_argument("--out", required=True, help="a new folder for workdirs, caches and the record, e.g. /tmp/b")
+    p.add_argument("--compare", metavar="DIR",
+                   help="compare the runs an earlier --out holds (all/ and timed/ results.json, both "
+                   "autotune caches) without running anything, e.g. --compare /tmp/b_from_gpu")
     p.add_argument("--prewarm", action="store_true",
                    help="first a pass with --no_autotune that builds the JIT kernels, so both timed "
                    "passes start JIT-warm")
@@ -109,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if os.path.exists(args.out):
         print(f"error: --out={args.out}: exists; give a new folder", file=sys.stderr)
+        return 2
+    if args.compare:
+        return compare_again(args.compare, args.out)
+    if not args.flashinfer_repo:
+        print("error: --flashinfer_repo: needed to run the two sweeps, e.g. --flashinfer_repo "
+              ".fi618/flashinfer (or --compare DIR to compare earlier runs)", file=sys.stderr)
         return 2
     os.makedirs(args.out)
     if args.prewarm:
@@ -120,16 +183,49 @@ def main(argv: list[str] | None = None) -> int:
     rows = row_differences(default["rows"], timed["rows"])
     record = {"model": args.model, "ms": args.ms, "prewarm": args.prewarm,
               "runs": [{k: v for k, v in r.items() if k != "rows"} for r in (default, timed)],
-              "tactics_compared": compared, "tactic_differences": tactics, "row_differences": rows}
+              "tactics_compared": compared, "tactic_differences": tactics, "row_differences": rows,
+              "control": control(default["cache"], timed["cache"], default["rows"], timed["rows"])}
     with open(os.path.join(args.out, "autotune_buckets_check.json"), "w") as f:
         json.dump(record, f, indent=1)
     for r in (default, timed):
         cases = ((r["timings"] or {}).get("phases_s") or {}).get("cases")
         print(f"{r['label']}: {r['wall_s']:.0f} s wall, cases {cases} s, exit {r['exit_code']}")
-    print(f"tactics: {compared} keys compared, {len(tactics)} differ; rows: {len(rows)} differ")
+    print_summary(record)
+    return 0 if not rows else 1
+
+
+def print_summary(record: dict[str, Any]) -> None:
+    tactics, rows = record["tactic_differences"], record["row_differences"]
+    print(f"tactics: {record['tactics_compared']} keys compared, {len(tactics)} differ; rows: {len(rows)} differ")
+    for group, c in record["control"].items():
+        print(f"  {group}: tactics {c['tactics_differ']} of {c['tactics_compared']} differ, "
+              f"rows {c['rows_differ']} of {c['rows_compared']} differ")
     for line in (tactics + rows)[:40]:
         print("  " + line)
-    return 0 if not rows else 1
+
+
+def compare_again(earlier: str, out: str) -> int:
+    """The comparison of an earlier --out's two runs, into `out`/autotune_buckets_check.json."""
+    caches = {label: os.path.join(earlier, f"{label}_autotune_cache.json") for label in ("all", "timed")}
+    try:
+        rows = {}
+        for label in caches:
+            with open(os.path.join(earlier, label, "results.json")) as f:
+                rows[label] = json.load(f)["rows"]
+        compared, tactics = tactic_differences(caches["all"], caches["timed"])
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: --compare={earlier}: cannot read its runs ({e}); give an --out of an earlier check",
+              file=sys.stderr)
+        return 2
+    diff = row_differences(rows["all"], rows["timed"])
+    record = {"compared_from": earlier, "tactics_compared": compared, "tactic_differences": tactics,
+              "row_differences": diff,
+              "control": control(caches["all"], caches["timed"], rows["all"], rows["timed"])}
+    os.makedirs(out)
+    with open(os.path.join(out, "autotune_buckets_check.json"), "w") as f:
+        json.dump(record, f, indent=1)
+    print_summary(record)
+    return 0 if not diff else 1
 
 
 if __name__ == "__main__":

@@ -195,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", nargs="+", choices=tuple(TARGET_S), default=[],
                    help="Runs to sample with py-spy into <out>/profile_<run>.txt, e.g. --profile warm "
                    "(the record marks them: a sampled run's wall time is not a clean measurement)")
-    p.add_argument("--autotune_buckets", choices=("all", "timed"), default="all",
+    p.add_argument("--autotune_buckets", choices=("all", "timed"), default="timed",
                    help="benchmark_model.py's --autotune_buckets for every run, e.g. --autotune_buckets "
-                   "timed (FlashInfer tunes each GEMM row at its own M only; default all)")
+                   "all (FlashInfer tunes each GEMM row at every bucket up to its M; default timed, "
+                   "the row's own M only, as benchmark_model.py does by default)")
     p.add_argument("--py_spy", default="py-spy", help="The py-spy executable, e.g. --py_spy ~/.local/bin/py-spy")
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)

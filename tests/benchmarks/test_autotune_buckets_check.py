@@ -39,3 +39,37 @@ def test_tactics_are_compared_on_every_key_the_timed_run_saved(tmp_path):
     (tmp_path / "timed.json").write_text(json.dumps(timed))
     compared, diff = check.tactic_differences(str(tmp_path / "all.json"), str(tmp_path / "timed.json"))
     assert compared == 2 and diff == [f"{k2}: all ['X', 1] vs timed ['X', 2]"]
+
+
+def test_keys_and_rows_are_split_at_m1_where_both_settings_profile_one_bucket(tmp_path):
+    k_bf16_1 = "('bf16_gemm', 'CudnnBf16GemmRunner', ((1, 14336), (14336, 4096), (0,)), (torch.bfloat16,))"
+    k_fp8_8 = "('fp8_gemm', 'CublasFp8GemmRunner', ((1, 8, 4096), (1, 4096, 28672), ()), (torch.float8_e4m3fn,))"
+    k_bf16_512 = "('bf16_gemm', 'X', ((512, 4096), (4096, 6144)), ())"
+    assert (check.profiled_m(k_bf16_1), check.profiled_m(k_fp8_8), check.profiled_m(k_bf16_512)) == (1, 8, 512)
+    assert check.profiled_m("('moe', 'Y', 3)") is None and check.row_m("gemm.qkv.m64.bf16.cudnn") == 64
+    default = {"_metadata": {}, k_bf16_1: ["C", [0, []]], k_fp8_8: ["B", 0], k_bf16_512: ["X", 1]}
+    timed = {"_metadata": {}, k_bf16_1: ["C", [7, []]], k_fp8_8: ["B", 0], k_bf16_512: ["X", 1]}
+    (tmp_path / "all.json").write_text(json.dumps(default))
+    (tmp_path / "timed.json").write_text(json.dumps(timed))
+    a = [_row("gemm.d.m1.fp8.cudnn", median=23.7, p10=23.6, p90=23.8), _row("gemm.d.m8.fp8.cudnn"),
+         _row("gemm.d.m512.bf16.x", "unsupported")]
+    b = [_row("gemm.d.m1.fp8.cudnn", median=27.4, p10=27.3, p90=27.5), _row("gemm.d.m8.fp8.cudnn"),
+         _row("gemm.d.m512.bf16.x", "unsupported")]
+    got = check.control(str(tmp_path / "all.json"), str(tmp_path / "timed.json"), a, b)
+    assert got == {"m1": {"tactics_compared": 1, "tactics_differ": 1, "rows_compared": 1, "rows_differ": 1},
+                   "m_over_1": {"tactics_compared": 2, "tactics_differ": 0, "rows_compared": 1, "rows_differ": 0}}
+
+
+def test_compare_reads_an_earlier_out_and_refuses_one_without_runs(tmp_path, capsys):
+    earlier = tmp_path / "earlier"
+    for label, median in (("all", 10.0), ("timed", 10.2)):
+        (earlier / label).mkdir(parents=True)
+        rows = [_row("gemm.q.m8.bf16.cudnn", median=median)]
+        (earlier / label / "results.json").write_text(json.dumps({"rows": rows}))
+        (earlier / f"{label}_autotune_cache.json").write_text(json.dumps({"_metadata": {}}))
+    assert check.main(["--compare", str(earlier), "--out", str(tmp_path / "again")]) == 0
+    record = json.loads((tmp_path / "again" / "autotune_buckets_check.json").read_text())
+    assert record["row_differences"] == [] and record["control"]["m_over_1"]["rows_compared"] == 1
+    assert check.main(["--compare", str(tmp_path / "none"), "--out", str(tmp_path / "again2")]) == 2
+    assert "--compare=" in capsys.readouterr().err and not (tmp_path / "again2").exists()
+    assert check.main(["--out", str(tmp_path / "again3")]) == 2

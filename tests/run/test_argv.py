@@ -52,14 +52,15 @@ def test_refcheck_only_where_the_driver_has_one_and_checks_are_on():
 
 
 def test_timed_buckets_tune_a_gemm_row_at_its_own_m_only():
-    """--autotune_buckets timed: FlashInfer's GEMM autotuner profiles only the row's M (the bucket
-    its timed call looks up); the default, and rows it does not apply to, keep FlashInfer's own."""
+    """--autotune_buckets timed (the default): FlashInfer's GEMM autotuner profiles only the row's M
+    (the bucket its timed call looks up); `all`, and rows it does not apply to, keep FlashInfer's own."""
     from benchmark_model_kernels.run.argv import tuning_buckets
 
     timed = RunSettings(autotune_buckets="timed")
     assert tuning_buckets(gemm_case(4096, m=512), timed) == (512,)
     assert tuning_buckets(gemm_case(4096, m=8, dtype="fp8", backend="cublas", routine="bmm_fp8"), timed) == (8,)
-    assert tuning_buckets(gemm_case(4096, m=512), RunSettings()) is None  # "all", the default
+    assert RunSettings().autotune_buckets == "timed"
+    assert tuning_buckets(gemm_case(4096, m=512), RunSettings(autotune_buckets="all")) is None
     assert tuning_buckets(gemm_case(4096, m=512), dataclasses.replace(timed, autotune=False)) is None
     # A MoE routine tunes on its own token buckets (not verified to end at the case's tokens).
     assert tuning_buckets(moe_case(m=64), timed) is None

@@ -204,6 +204,38 @@ def test_resume_runs_only_missing_and_failed(tmp_path):
     assert "resumed" in second["notes"]
 
 
+def test_resume_under_other_timing_settings_is_refused_and_nothing_is_touched(tmp_path):
+    """Kept rows and new ones must be one measurement: a --resume whose timing settings differ
+    from the run it continues is a usage error, and the workdir is left as it was."""
+    a, b = gemm_case(4096), gemm_case(2048)
+    run_cases(tmp_path, [a], autotune_buckets="all")
+    workdir = str(tmp_path / "w")
+    before = open(os.path.join(workdir, "results.json")).read()
+    with pytest.raises(UsageError, match=r"autotune_buckets='all' \(now 'timed'\).*command"):
+        run_cases(tmp_path, [a, b], resume=True, autotune_buckets="timed")
+    assert open(os.path.join(workdir, "results.json")).read() == before
+    assert not os.path.exists(os.path.join(workdir, "results.prev.json"))
+    with pytest.raises(UsageError, match=r"cold_l2=True \(now False\)"):
+        run_cases(tmp_path, [a, b], resume=True, autotune_buckets="all", cold_l2=False)
+    # Settings that do not change a number (the per-case timeout) may differ.
+    rc, res, _, _ = run_cases(tmp_path, [a, b], resume=True, autotune_buckets="all", case_timeout=99.0)
+    assert [r["case_id"] for r in res["rows"]] == [a.case_id, b.case_id]
+
+
+def test_a_results_json_from_before_autotune_buckets_resumes_as_all(tmp_path):
+    """A results.json written before --autotune_buckets existed was tuned at every bucket."""
+    a, b = gemm_case(4096), gemm_case(2048)
+    run_cases(tmp_path, [a], autotune_buckets="all")
+    path = str(tmp_path / "w" / "results.json")
+    payload = json.load(open(path))
+    del payload["settings"]["autotune_buckets"]
+    json.dump(payload, open(path, "w"))
+    with pytest.raises(UsageError, match="autotune_buckets='all'"):
+        run_cases(tmp_path, [a, b], resume=True)  # the default, timed
+    _, res, _, _ = run_cases(tmp_path, [a, b], resume=True, autotune_buckets="all")
+    assert res["notes"]["resumed"].startswith("1 rows kept")
+
+
 def test_resume_reruns_a_kept_id_whose_shape_changed(tmp_path):
     a = gemm_case(4096, name="qkv")
     run_cases(tmp_path, [a])

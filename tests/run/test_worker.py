@@ -139,7 +139,8 @@ def test_timed_buckets_travel_to_the_worker_and_wrap_the_driver_call(tmp_path, m
     r = runner.Runner([gemm_case(64, m=512)], settings, str(tmp_path), None, {}, ("NVIDIA H200", (9, 0)))
     req, _ = r._request(gemm_case(64, m=512), "driver")
     assert req["tuning_buckets"] == [512]
-    plain, _ = runner.Runner([gemm_case(64)], RunSettings(), str(tmp_path), None, {}, None)._request(
+    plain, _ = runner.Runner([gemm_case(64)], RunSettings(autotune_buckets="all"), str(tmp_path), None, {},
+                             None)._request(
         gemm_case(64), "driver")
     assert "tuning_buckets" not in plain
 

@@ -43,18 +43,12 @@ from ..files import digest_files, json_digest, python_files, write_bytes_atomic
 from .argv import case_settings
 from .outcome import Outcome
 from .quant_timing import quant_spec
-from .results import RunSettings
+from .results import UNTIMED_SETTINGS, RunSettings, timing_settings
 from .timing import UnsupportedCase
 
 CACHE_FORMAT = 1
 #: Case fields that label a row and never change its number.
 LABEL_FIELDS = ("case_id", "name", "modules", "layers", "vllm_default", "skip_reason")
-#: RunSettings fields that never change a row (where the autotuner keeps its file; how long a
-#: case may take before it is failed; the run's other timing modes: each case has its own).
-#: The attention sweep settings decide which cases exist, not how one is timed (its case carries
-#: its shape), so they are no part of a key either.
-UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes", "attention", "kv_lens", "prefill_lens",
-                    "kv_dtypes", "page_size")
 #: Machine fields without which nothing is cached: a number from an unknown GPU or stack must
 #: never be served for another.
 REQUIRED_MACHINE = ("gpu", "compute_capability", "driver", "torch")
@@ -117,7 +111,7 @@ def key_record(machine: dict[str, Any], case: Case, job: str, settings: RunSetti
     case_fields = _quant_fields(case) if job == "quant" else None
     if case_fields is None:
         case_fields = {k: v for k, v in case.to_dict().items() if k not in LABEL_FIELDS}
-    timing = {k: v for k, v in asdict(settings).items() if k not in UNTIMED_SETTINGS}
+    timing = timing_settings(settings)
     return {"format": CACHE_FORMAT, "machine": machine, "job": job, "case": case_fields,
             "timing": timing, "code": code}
 

@@ -124,10 +124,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "runs/tuned.json to reuse tuning across workdirs (default <workdir>/autotune_cache.json).")
     g.add_argument(
         "--autotune_buckets", choices=AUTOTUNE_BUCKETS, default=RunSettings.autotune_buckets,
-        help="Token counts FlashInfer's autotuner profiles for a GEMM row: 'all' (default), its "
-        "own buckets 1, 2, 4, ... up to the row's M, as its driver does; 'timed', only M, the one "
-        "bucket the timed call uses, e.g. --autotune_buckets timed tunes an M=512 row at 1 "
-        "bucket instead of 10 and picks the tactic FlashInfer's bucket rules give M under 'all'.")
+        help="Token counts FlashInfer's autotuner profiles for a GEMM row: 'timed' (default), only "
+        "the row's M, the one bucket its timed call uses (an M=512 row is tuned at 1 bucket "
+        "instead of 10); 'all', FlashInfer's own buckets 1, 2, 4, ... up to M, as its driver does, "
+        "e.g. --autotune_buckets all to tune as the driver alone would.")
     g.add_argument(
         "--case_timeout", type=float, default=RunSettings.case_timeout, metavar="SECONDS",
         help="Kill a case (and its worker) after this many seconds, e.g. --case_timeout 300; the "

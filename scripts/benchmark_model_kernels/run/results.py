@@ -77,10 +77,11 @@ class RunSettings:
     """FlashInfer autotuning before timing (--no_autotune turns it off)."""
     autotune_cache: str = ""
     """Path of FlashInfer's --autotune_cache JSON (kept in the workdir by default)."""
-    autotune_buckets: str = "all"
+    autotune_buckets: str = "timed"
     """Token counts FlashInfer's autotuner profiles for a GEMM driver case (--autotune_buckets):
-    "all", its own buckets 1, 2, 4, ... up to the case's M; "timed", only M, the one bucket the
-    timed call reads (run/argv.py tuning_buckets)."""
+    "timed", only M, the one bucket the timed call reads (run/argv.py tuning_buckets); "all", its
+    own buckets 1, 2, 4, ... up to the case's M. A results.json without the field was "all"
+    (SETTINGS_BEFORE_RECORDED)."""
     allow_cuda_events: bool = False
     """Accept rows timed with CUDA events when CUPTI is unavailable (otherwise they are failed)."""
     case_timeout: float = 600.0
@@ -118,6 +119,37 @@ class RunSettings:
         return AttentionSweep(kv_lens=self.kv_lens, prefill_lens=self.prefill_lens,
                               kv_dtypes=self.kv_dtypes, page_size=self.page_size,
                               enabled=self.attention)
+
+
+#: RunSettings fields that never change a row (where the autotuner keeps its file; how long a
+#: case may take before it is failed; the run's other timing modes: each case has its own).
+#: The attention sweep settings decide which cases exist, not how one is timed (its case carries
+#: its shape), so they are no part of a result-cache key either.
+UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes", "attention", "kv_lens", "prefill_lens",
+                    "kv_dtypes", "page_size")
+#: What a results.json written before a setting was recorded was run with: --autotune_buckets
+#: came in with "all" as its only behaviour.
+SETTINGS_BEFORE_RECORDED: dict[str, Any] = {"autotune_buckets": "all"}
+
+
+def timing_settings(settings: RunSettings) -> dict[str, Any]:
+    """The settings that decide a row's number (a result-cache key's `timing`; what a --resume
+    must share with the rows it keeps), as JSON values."""
+    timing: dict[str, Any] = json.loads(json.dumps(
+        {k: v for k, v in asdict(settings).items() if k not in UNTIMED_SETTINGS}))
+    return timing
+
+
+def settings_differences(recorded: dict[str, Any], settings: RunSettings) -> list[str]:
+    """`name='was' (now 'is')` for each timing setting where a results.json's `settings` and
+    this run's differ; a setting the file does not record is compared with what runs before
+    it was recorded had (SETTINGS_BEFORE_RECORDED) or else not at all."""
+    out = []
+    for name, now in timing_settings(settings).items():
+        was = recorded.get(name, SETTINGS_BEFORE_RECORDED.get(name, now))
+        if was != now:
+            out.append(f"{name}={was!r} (now {now!r})")
+    return out
 
 
 @dataclass(frozen=True)
@@ -426,7 +458,8 @@ def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:
     return buf.getvalue()
 
 
-__all__ = ["AUTOTUNE_BUCKETS", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",
+__all__ = ["AUTOTUNE_BUCKETS", "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED", "timing_settings",
+           "settings_differences", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",
            "MODES", "CHECKS",
            "RunSettings", "Row", "JSON_ONLY_FIELDS", "RUN_COLUMNS", "ROW_COLUMNS", "CSV_COLUMNS", "ResultsError",
            "validate_results", "row_from_dict", "load_results", "rows_of", "new_run_id", "derived_run_id",

@@ -552,7 +552,7 @@ def run_plan(plan: Plan | None, cases: list[Case], settings: RunSettings, workdi
     worker per entry, pinned to that CUDA_VISIBLE_DEVICES value (None: one unpinned worker)."""
     progress = progress if progress is not None else sys.stderr
     os.makedirs(workdir, exist_ok=True)
-    kept, n_prev = load_kept(workdir, cases) if resume else ({}, 0)
+    kept, n_prev = load_kept(workdir, cases, settings) if resume else ({}, 0)
     if resume:
         print(f"resume: kept {len(kept)} of {n_prev} earlier rows; "
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)

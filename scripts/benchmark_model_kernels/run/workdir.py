@@ -42,7 +42,7 @@ from ..errors import UsageError
 from ..files import copy_file_atomic, write_text_atomic
 from .argv import driver_argv
 from .outcome import Outcome, row_from_case
-from .results import RESULTS_JSON, Row, RunSettings, load_results, rows_of, validate_results
+from .results import RESULTS_JSON, Row, RunSettings, load_results, rows_of, settings_differences, validate_results
 
 TESTLIST = "testlist.txt"
 CASES_JSON = "cases.json"
@@ -237,8 +237,11 @@ def summary_table(cases: Iterable[Case]) -> str:
     return "\n".join(lines)
 
 
-def load_kept(workdir: str, cases: list[Case]) -> tuple[dict[str, Row], int]:
-    """Rows of the previous results.json worth keeping: ok/unsupported, still planned, same shape."""
+def load_kept(workdir: str, cases: list[Case], settings: RunSettings | None = None
+              ) -> tuple[dict[str, Row], int]:
+    """Rows of the previous results.json worth keeping: ok/unsupported, still planned, same shape.
+    With `settings`, a previous run timed under other timing settings is refused (UsageError):
+    its kept rows and the new ones would be two measurements in one table."""
     path = os.path.join(workdir, RESULTS_JSON)
     if not os.path.isfile(path):
         return {}, 0
@@ -248,6 +251,10 @@ def load_kept(workdir: str, cases: list[Case]) -> tuple[dict[str, Row], int]:
         previous = rows_of(payload)
     except (OSError, ValueError, TypeError) as e:
         raise UsageError("--resume", workdir, f"its results.json cannot be read ({e}); choose a new --workdir") from e
+    differences = settings_differences(payload.get("settings") or {}, settings) if settings else []
+    if differences:
+        raise UsageError("--resume", workdir, f"its rows were timed with {', '.join(differences)}; resume "
+                         "with the flags of its results.json \"command\" or choose a new --workdir")
     planned = {c.case_id: c for c in cases}
     kept = {}
     for r in previous:
