@@ -69,12 +69,9 @@ def run(label: str, args: argparse.Namespace, buckets: str) -> dict[str, Any]:
             "cache": os.path.join(out, f"{label}_autotune_cache.json")}
 
 
-def tactic_differences(all_cache: str, timed_cache: str) -> tuple[int, list[str]]:
-    """(keys compared, those whose runner or tactic differ): every key the timed run saved."""
-    with open(all_cache) as f:
-        default = json.load(f)
-    with open(timed_cache) as f:
-        timed = json.load(f)
+def tactic_differences(default: dict[str, Any], timed: dict[str, Any]) -> tuple[int, list[str]]:
+    """(keys compared, those whose runner or tactic differ): every key the timed run saved, in
+    the two autotune caches' contents."""
     keys = [k for k in timed if k not in META_KEYS]
     diff = [f"{k}: all {default.get(k)} vs timed {timed[k]}" for k in keys if default.get(k) != timed[k]]
     return len(keys), diff
@@ -100,14 +97,11 @@ def row_m(case_id: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def control(all_cache: str, timed_cache: str, a: list[dict[str, Any]], b: list[dict[str, Any]]
+def control(default: dict[str, Any], timed: dict[str, Any], a: list[dict[str, Any]], b: list[dict[str, Any]]
             ) -> dict[str, dict[str, int]]:
     """Tactic and row differences at M=1, where both settings profile the same one bucket, and
-    at M > 1: {"m1": {...}, "m_over_1": {...}} with keys/rows compared and differing."""
-    with open(all_cache) as f:
-        default = json.load(f)
-    with open(timed_cache) as f:
-        timed = json.load(f)
+    at M > 1: {"m1": {...}, "m_over_1": {...}} with keys/rows compared and differing (the two
+    autotune caches' contents, the two runs' rows)."""
     out = {g: {"tactics_compared": 0, "tactics_differ": 0, "rows_compared": 0, "rows_differ": 0}
            for g in ("m1", "m_over_1")}
     for k, v in timed.items():
@@ -126,6 +120,19 @@ def control(all_cache: str, timed_cache: str, a: list[dict[str, Any]], b: list[d
         g["rows_compared"] += 1
         g["rows_differ"] += bool(row_differences([r], [o]))
     return out
+
+
+def comparison(all_cache: str, timed_cache: str, a: list[dict[str, Any]], b: list[dict[str, Any]]
+               ) -> dict[str, Any]:
+    """The record's comparison of the `all` and `timed` runs: their autotune cache files (each
+    read once) and their rows."""
+    with open(all_cache) as f:
+        default = json.load(f)
+    with open(timed_cache) as f:
+        timed = json.load(f)
+    compared, tactics = tactic_differences(default, timed)
+    return {"tactics_compared": compared, "tactic_differences": tactics, "row_differences": row_differences(a, b),
+            "control": control(default, timed, a, b)}
 
 
 def row_differences(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
@@ -179,19 +186,21 @@ def main(argv: list[str] | None = None) -> int:
                                   "--no_check", "--no_cache"), timeout=args.limit_s)
     default = run("all", args, "all")
     timed = run("timed", args, "timed")
-    compared, tactics = tactic_differences(default["cache"], timed["cache"])
-    rows = row_differences(default["rows"], timed["rows"])
     record = {"model": args.model, "ms": args.ms, "prewarm": args.prewarm,
               "runs": [{k: v for k, v in r.items() if k != "rows"} for r in (default, timed)],
-              "tactics_compared": compared, "tactic_differences": tactics, "row_differences": rows,
-              "control": control(default["cache"], timed["cache"], default["rows"], timed["rows"])}
-    with open(os.path.join(args.out, "autotune_buckets_check.json"), "w") as f:
-        json.dump(record, f, indent=1)
+              **comparison(default["cache"], timed["cache"], default["rows"], timed["rows"])}
     for r in (default, timed):
         cases = ((r["timings"] or {}).get("phases_s") or {}).get("cases")
         print(f"{r['label']}: {r['wall_s']:.0f} s wall, cases {cases} s, exit {r['exit_code']}")
+    return write_record(args.out, record)
+
+
+def write_record(out: str, record: dict[str, Any]) -> int:
+    """`record` into `out`/autotune_buckets_check.json and its summary on stdout; the exit code."""
+    with open(os.path.join(out, "autotune_buckets_check.json"), "w") as f:
+        json.dump(record, f, indent=1)
     print_summary(record)
-    return 0 if not rows else 1
+    return 0 if not record["row_differences"] else 1
 
 
 def print_summary(record: dict[str, Any]) -> None:
@@ -206,27 +215,19 @@ def print_summary(record: dict[str, Any]) -> None:
 
 def compare_again(earlier: str, out: str) -> int:
     """The comparison of an earlier --out's two runs, into `out`/autotune_buckets_check.json."""
-    caches = {label: os.path.join(earlier, f"{label}_autotune_cache.json") for label in ("all", "timed")}
+    caches = [os.path.join(earlier, f"{label}_autotune_cache.json") for label in ("all", "timed")]
     try:
-        rows = {}
-        for label in caches:
+        rows = []
+        for label in ("all", "timed"):
             with open(os.path.join(earlier, label, "results.json")) as f:
-                rows[label] = json.load(f)["rows"]
-        compared, tactics = tactic_differences(caches["all"], caches["timed"])
+                rows.append(json.load(f)["rows"])
+        record = {"compared_from": earlier, **comparison(*caches, *rows)}
     except (OSError, ValueError, KeyError) as e:
         print(f"error: --compare={earlier}: cannot read its runs ({e}); give an --out of an earlier check",
               file=sys.stderr)
         return 2
-    diff = row_differences(rows["all"], rows["timed"])
-    record = {"compared_from": earlier, "tactics_compared": compared, "tactic_differences": tactics,
-              "row_differences": diff,
-              "control": control(caches["all"], caches["timed"], rows["all"], rows["timed"])}
     os.makedirs(out)
-    with open(os.path.join(out, "autotune_buckets_check.json"), "w") as f:
-        json.dump(record, f, indent=1)
-    print_summary(record)
-    return 0 if not diff else 1
-
+    return write_record(out, record)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -254,6 +254,8 @@ BAD_INPUT = [
     ("model", M + ["--dry_run", "--workdir", "{empty}", "--resume"], "--resume={empty}: there is no results.json"),
     ("model", M + ["--dry_run", "--workdir", "{w}", "--resume"], "--resume={w}: there is no results.json"),
     ("model", M + ["qwen3-8b", "--dry_run", "--workdir", "{w}", "--resume"], "--resume={w}/llama-3.1-8b_tp1_ep1:"),
+    ("model", M + ["--workdir", "{done}", "--resume", "--flashinfer_repo", "{repo}"],
+     "--resume={done}: its rows were timed with autotune_buckets='all' (now 'timed'); resume with the flags"),
     ("model", M + ["--workdir", "{w}"], "--flashinfer_repo=None: is required"),
     ("model", M + ["--workdir", "{w}", "--flashinfer_repo", "{t}"], "--flashinfer_repo={t}: has no benchmarks/"),
     ("builtin", ["--nks", "6144x4096", "--workdir", "{w}", "--dry_run"], "--nks=6144x4096: must be N,K,name"),

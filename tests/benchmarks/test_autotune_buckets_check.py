@@ -30,18 +30,16 @@ def test_rows_agree_within_five_percent_or_the_others_spread():
     assert "the two runs have different cases" in check.row_differences(a, b[:2])
 
 
-def test_tactics_are_compared_on_every_key_the_timed_run_saved(tmp_path):
+def test_tactics_are_compared_on_every_key_the_timed_run_saved():
     k1, k2 = "('bf16_gemm', 'CudnnBf16GemmRunner', ((512, 4096),))", "('bf16_gemm', 'X', ((8, 4096),))"
     default = {"_metadata": {"gpu": "NVIDIA H200"}, k1: ["CudnnBf16GemmRunner", [3, []]], k2: ["X", 1],
                "('bf16_gemm', 'X', ((256, 4096),))": ["X", 0]}
     timed = {"_metadata": {"gpu": "NVIDIA H200"}, k1: ["CudnnBf16GemmRunner", [3, []]], k2: ["X", 2]}
-    (tmp_path / "all.json").write_text(json.dumps(default))
-    (tmp_path / "timed.json").write_text(json.dumps(timed))
-    compared, diff = check.tactic_differences(str(tmp_path / "all.json"), str(tmp_path / "timed.json"))
+    compared, diff = check.tactic_differences(default, timed)
     assert compared == 2 and diff == [f"{k2}: all ['X', 1] vs timed ['X', 2]"]
 
 
-def test_keys_and_rows_are_split_at_m1_where_both_settings_profile_one_bucket(tmp_path):
+def test_keys_and_rows_are_split_at_m1_where_both_settings_profile_one_bucket():
     k_bf16_1 = "('bf16_gemm', 'CudnnBf16GemmRunner', ((1, 14336), (14336, 4096), (0,)), (torch.bfloat16,))"
     k_fp8_8 = "('fp8_gemm', 'CublasFp8GemmRunner', ((1, 8, 4096), (1, 4096, 28672), ()), (torch.float8_e4m3fn,))"
     k_bf16_512 = "('bf16_gemm', 'X', ((512, 4096), (4096, 6144)), ())"
@@ -49,13 +47,11 @@ def test_keys_and_rows_are_split_at_m1_where_both_settings_profile_one_bucket(tm
     assert check.profiled_m("('moe', 'Y', 3)") is None and check.row_m("gemm.qkv.m64.bf16.cudnn") == 64
     default = {"_metadata": {}, k_bf16_1: ["C", [0, []]], k_fp8_8: ["B", 0], k_bf16_512: ["X", 1]}
     timed = {"_metadata": {}, k_bf16_1: ["C", [7, []]], k_fp8_8: ["B", 0], k_bf16_512: ["X", 1]}
-    (tmp_path / "all.json").write_text(json.dumps(default))
-    (tmp_path / "timed.json").write_text(json.dumps(timed))
     a = [_row("gemm.d.m1.fp8.cudnn", median=23.7, p10=23.6, p90=23.8), _row("gemm.d.m8.fp8.cudnn"),
          _row("gemm.d.m512.bf16.x", "unsupported")]
     b = [_row("gemm.d.m1.fp8.cudnn", median=27.4, p10=27.3, p90=27.5), _row("gemm.d.m8.fp8.cudnn"),
          _row("gemm.d.m512.bf16.x", "unsupported")]
-    got = check.control(str(tmp_path / "all.json"), str(tmp_path / "timed.json"), a, b)
+    got = check.control(default, timed, a, b)
     assert got == {"m1": {"tactics_compared": 1, "tactics_differ": 1, "rows_compared": 1, "rows_differ": 1},
                    "m_over_1": {"tactics_compared": 2, "tactics_differ": 0, "rows_compared": 1, "rows_differ": 0}}
 

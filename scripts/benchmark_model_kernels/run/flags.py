@@ -26,7 +26,7 @@ from .autotune_file import stale_reason
 from .cache import default_cache_dir
 from .pool import has_driver
 from .results import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
-from .workdir import DEFAULT_AUTOTUNE_CACHE, check_workdir
+from .workdir import DEFAULT_AUTOTUNE_CACHE, check_resume_settings, check_workdir
 
 #: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"
 #: sweep, decode (1, 8) to prefill-sized (512) steps.
@@ -270,7 +270,10 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
             missing = next(w for w in workdirs if w not in have)
             raise UsageError("--resume", missing, "there is no results.json to resume there; drop "
                              "--resume to start a new run, or give the workdir of the interrupted run")
-    check_settings(args)
+    settings = settings_from_args(args, os.path.abspath(args.workdir))  # checks them (check_settings)
+    if args.resume and not args.dry_run:  # a dry run keeps no rows
+        for w in have:
+            check_resume_settings(w, settings)  # again where its rows are read (workdir.load_kept)
     backends = args.backends or None
     caps = HAND
     if backends and any(b not in backend_names() for b in backends):
@@ -317,7 +320,7 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         dry_run=args.dry_run,
         gpu=gpu,
         flashinfer_repo=args.flashinfer_repo,
-        settings=settings_from_args(args, workdir),
+        settings=settings,
         no_driver=no_driver,
         cache_dir=None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or default_cache_dir()),
         devices=tuple(devices_pinned) if devices_pinned else None,

@@ -35,7 +35,7 @@ import shlex
 import sys
 import tempfile
 from dataclasses import asdict, replace
-from typing import Iterable, Iterator, Sequence, TextIO
+from typing import Any, Iterable, Iterator, Sequence, TextIO
 
 from ..cases.schema import Case
 from ..errors import UsageError
@@ -237,11 +237,28 @@ def summary_table(cases: Iterable[Case]) -> str:
     return "\n".join(lines)
 
 
-def load_kept(workdir: str, cases: list[Case], settings: RunSettings | None = None
-              ) -> tuple[dict[str, Row], int]:
+def check_resume_settings(workdir: str, settings: RunSettings, recorded: dict[str, Any] | None = None) -> None:
+    """Refuse (UsageError) a --resume of `workdir` whose results.json was timed under other timing
+    settings than `settings`. `recorded`: that file's settings when the caller has read it; else
+    the file is read here, and one that cannot be read is left to load_kept to report. A file
+    that records no settings at all has nothing to compare."""
+    if recorded is None:
+        try:
+            recorded = load_results(os.path.join(workdir, RESULTS_JSON)).get("settings")
+        except (OSError, ValueError):
+            return
+    if not recorded:
+        return
+    differences = settings_differences(recorded, settings)
+    if differences:
+        raise UsageError("--resume", workdir, f"its rows were timed with {', '.join(differences)}; resume "
+                         "with the flags of its results.json \"command\" or choose a new --workdir")
+
+
+def load_kept(workdir: str, cases: list[Case], settings: RunSettings) -> tuple[dict[str, Row], int]:
     """Rows of the previous results.json worth keeping: ok/unsupported, still planned, same shape.
-    With `settings`, a previous run timed under other timing settings is refused (UsageError):
-    its kept rows and the new ones would be two measurements in one table."""
+    A previous run timed under other timing `settings` is refused (UsageError): its kept rows and
+    the new ones would be two measurements in one table."""
     path = os.path.join(workdir, RESULTS_JSON)
     if not os.path.isfile(path):
         return {}, 0
@@ -251,10 +268,7 @@ def load_kept(workdir: str, cases: list[Case], settings: RunSettings | None = No
         previous = rows_of(payload)
     except (OSError, ValueError, TypeError) as e:
         raise UsageError("--resume", workdir, f"its results.json cannot be read ({e}); choose a new --workdir") from e
-    differences = settings_differences(payload.get("settings") or {}, settings) if settings else []
-    if differences:
-        raise UsageError("--resume", workdir, f"its rows were timed with {', '.join(differences)}; resume "
-                         "with the flags of its results.json \"command\" or choose a new --workdir")
+    check_resume_settings(workdir, settings, payload.get("settings") or {})
     planned = {c.case_id: c for c in cases}
     kept = {}
     for r in previous:
