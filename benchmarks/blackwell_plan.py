@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
 from benchmark_model_kernels.cases.attention import NO_ATTENTION  # noqa: E402
 from benchmark_model_kernels.cases.build import build_cases  # noqa: E402
 from benchmark_model_kernels.cases.capabilities import Capabilities, load_capabilities  # noqa: E402
+from benchmark_model_kernels.core.results_schema import RunSettings  # noqa: E402
 from benchmark_model_kernels.plan.planner import plan_model  # noqa: E402
 from benchmark_model_kernels.run.flags import DEFAULT_MS  # noqa: E402
-from benchmark_model_kernels.run.results import RunSettings  # noqa: E402
 from benchmark_model_kernels.run.workdir import testlist_text  # noqa: E402
 
 #: (bundled model, TP, EP): the deployments the Blackwell plan covers.

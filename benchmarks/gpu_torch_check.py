@@ -27,10 +27,11 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape  # noqa: E402
-from benchmark_model_kernels.run import quant_timing, roofline, torch_backend  # noqa: E402
-from benchmark_model_kernels.run.results import Row, RunSettings  # noqa: E402
-from benchmark_model_kernels.run.timing import UnsupportedCase  # noqa: E402
+from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape  # noqa: E402
+from benchmark_model_kernels.core.results_schema import Row, RunSettings  # noqa: E402
+from benchmark_model_kernels.kernels import quant_timing, torch_ops  # noqa: E402
+from benchmark_model_kernels.kernels.timing import UnsupportedCase  # noqa: E402
+from benchmark_model_kernels.run import roofline  # noqa: E402
 
 #: (label, N, K): Llama-3.1-8B qkv_proj at TP=1: (32 + 2*8) heads * 128 = 6144 x 4096.
 GEMMS = (("llama-3.1-8b.qkv_proj.tp1", 6144, 4096),)
@@ -154,12 +155,12 @@ def main(argv=None) -> int:
     for label, n, k in GEMMS:
         for routine, dtype, variant in GEMM_ROUTINES:
             for m in ms:
-                run(gemm_case(label, m, n, k, routine, dtype, variant=variant), torch_backend.run_case)
+                run(gemm_case(label, m, n, k, routine, dtype, variant=variant), torch_ops.run_case)
     print("\n== torch MoE rows")
     for label, h, i, e, eg, top_k in MOES:
         for routine, dtype in MOE_ROUTINES:
             for m in ms:
-                run(moe_case(label, m, h, i, e, eg, top_k, routine, dtype), torch_backend.run_case)
+                run(moe_case(label, m, h, i, e, eg, top_k, routine, dtype), torch_ops.run_case)
     print("\n== activation quantization (with_quant part)")
     for label, n, k in GEMMS:
         for routine, dtype, backend, variant in QUANT_GEMM:
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
 
     if not args.skip_pytest:
         print("\n== GPU-only tests")
-        cmd = [sys.executable, "-m", "pytest", "tests/test_torch_backend.py",
+        cmd = [sys.executable, "-m", "pytest", "tests/run/test_torch_backend.py",
                "tests/test_quant_timing.py", "tests/test_roofline.py", "-q", "-rs"]
         rc = subprocess.run(cmd, cwd=ROOT).returncode
         if rc:

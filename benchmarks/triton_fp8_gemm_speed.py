@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speed of the project's Triton block-scaled FP8 GEMM (run/triton_fp8_gemm.py) on one GPU.
+"""Speed of the project's Triton block-scaled FP8 GEMM (kernels/triton_fp8_gemm.py) on one GPU.
 
 Llama-3.1-8B TP=1 projections (qkv 6144x4096, o 4096x4096, gate_up 28672x4096, down 4096x14336)
 at M = 1, 8, 64, 512: searches the config space per shape (fast L2-flushed CUDA-event timer,
@@ -27,8 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from benchmark_model_kernels.run import triton_fp8_gemm as T  # noqa: E402
-from benchmark_model_kernels.run import triton_tuning as tt  # noqa: E402
+from benchmark_model_kernels.kernels import triton_fp8_gemm as T  # noqa: E402
+from benchmark_model_kernels.kernels import triton_tuning as tt  # noqa: E402
 
 HBM_BYTES_PER_S = 4.8e12
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}

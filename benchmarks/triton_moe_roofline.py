@@ -6,12 +6,12 @@ What it times: the runner's own `triton.fused_moe` cases of the real plan,
 top_k and activation come from the bundled config, not from this file), through the triton
 backend's `run_case`: the tiles are searched once per shape and cached beside --autotune_cache
 (`<autotune_cache>.triton/`, the runner's cache), and the call is timed with FlashInfer's
-`bench_gpu_time` (CUPTI, cold L2, CUDA graph; run/timing.py), exactly as a benchmark run times
+`bench_gpu_time` (CUPTI, cold L2, CUDA graph; kernels/timing.py), exactly as a benchmark run times
 the row.
 
 What it compares against: the HBM floor, the bytes a perfect kernel must move (the weights of the
 local experts the seeded routing actually touches, the input rows and the BF16 output rows,
-run/triton_moe/problem.py's rule) divided by the GPU's HBM peak (run/roofline.py PEAKS).
+kernels/triton_moe/problem.py's rule) divided by the GPU's HBM peak (run/roofline.py PEAKS).
 The target (a performance target lives here, never in a timed unit test): time / floor <=
 --target (1.35) for BF16 at M >= --target_min_m (8).
 
@@ -37,9 +37,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 # Light imports only (no torch, Triton or FlashInfer): --help must work on any CPU machine.
-from benchmark_model_kernels.errors import OneLineArgumentParser, UsageError, cli_main  # noqa: E402
-from benchmark_model_kernels.run.results import RunSettings  # noqa: E402
-from benchmark_model_kernels.run.triton_moe.problem import SCHEMES  # noqa: E402
+from benchmark_model_kernels.core.errors import OneLineArgumentParser, UsageError, cli_main  # noqa: E402
+from benchmark_model_kernels.core.results_schema import RunSettings  # noqa: E402
+from benchmark_model_kernels.kernels.triton_moe.problem import SCHEMES  # noqa: E402
 
 #: The model, layout and sweep the target is defined for.
 MODEL = "qwen3-30b-a3b"
@@ -90,9 +90,9 @@ def exit_code(verdicts: Iterable[str]) -> int:
 
 def floor_bytes(p: Any, touched_experts: float) -> float:
     """HBM floor of a MoeProblem whose routing touches `touched_experts` local experts: their
-    weights once, the input rows once, the BF16 output rows once (run/triton_moe/problem.py
+    weights once, the input rows once, the BF16 output rows once (kernels/triton_moe/problem.py
     `hbm_floor_bytes` with the actual count)."""
-    from benchmark_model_kernels.run.triton_moe.problem import hbm_floor_bytes
+    from benchmark_model_kernels.kernels.triton_moe.problem import hbm_floor_bytes
 
     return float(hbm_floor_bytes(p, touched_experts))
 
@@ -100,7 +100,7 @@ def floor_bytes(p: Any, touched_experts: float) -> float:
 def touched_experts(p: Any, seed: int = ROUTING_SEED) -> int:
     """Local experts the seeded uniform routing of `build_inputs(p, device, seed)` sends a pair to
     (ids >= local_experts belong to other ranks). CPU, needs torch."""
-    from benchmark_model_kernels.run.triton_moe.problem import uniform_routing
+    from benchmark_model_kernels.kernels.triton_moe.problem import uniform_routing
 
     ids, _ = uniform_routing(p.num_tokens, p.global_experts, p.top_k, seed)
     return len({int(e) for e in ids.flatten().tolist() if int(e) < p.local_experts})
@@ -116,7 +116,7 @@ def moe_cases(plan: Any, ms: Sequence[int], schemes: Sequence[str],
     """(scheme, Case) of the runner's kernel-only triton.fused_moe cases of `plan` (cases/build.py
     `build_cases`, backend triton), in `schemes` order, then `ms` order (plan order within an M)."""
     from benchmark_model_kernels.cases.build import build_cases
-    from benchmark_model_kernels.run.triton_backend import scheme_of
+    from benchmark_model_kernels.kernels.triton_ops import scheme_of
 
     dtypes = sorted({dtype_of(s) for s in schemes}, key=("bf16", "fp8").index)
     cases = [c for c in build_cases(plan, list(ms), dtypes, ["triton"], compute_capability)
@@ -242,7 +242,7 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
 def time_case(case: Any, settings: RunSettings) -> Any:
     """The runner's timing of one triton case (a Measurement): tiles from the cache or searched
     and stored, then bench_gpu_time."""
-    from benchmark_model_kernels.run.triton_backend import run_case
+    from benchmark_model_kernels.kernels.triton_ops import run_case
 
     return run_case(case, settings)
 
@@ -252,20 +252,20 @@ def measure(scheme: str, case: Any, settings: RunSettings, device: Device, hbm_t
     """One row: the floor, then the time (`timer`, default `time_case`), classified ok /
     unsupported / failed by the runner's own rule (outcome.classify_python_case: a non-CUPTI time
     fails unless --allow_cuda_events). Any failure is the row's, never the whole run's."""
-    from benchmark_model_kernels.run import triton_backend
+    from benchmark_model_kernels.kernels import triton_ops
+    from benchmark_model_kernels.kernels.timing import UnsupportedCase
+    from benchmark_model_kernels.kernels.triton_moe import problem, tuning
+    from benchmark_model_kernels.kernels.triton_tuning import load_cached_config
     from benchmark_model_kernels.run.outcome import WorkerReply, classify_python_case
-    from benchmark_model_kernels.run.timing import UnsupportedCase
-    from benchmark_model_kernels.run.triton_moe import problem, tuning
-    from benchmark_model_kernels.run.triton_tuning import load_cached_config
 
     row = RowResult(case.name, scheme, case.m, case.logical.num_tokens)
     row.targeted = target.applies(scheme, case.m)
     start = time.monotonic()
-    tile_dir = triton_backend.cache_dir(settings)
+    tile_dir = triton_ops.cache_dir(settings)
     key = check = None
     answer: dict[str, Any]
     try:
-        p = triton_backend.moe_problem(case)
+        p = triton_ops.moe_problem(case)
         row.local_experts = p.local_experts
         row.touched_experts = touched_experts(p)
         row.expected_touched_experts = problem.expected_touched_experts(p)
@@ -320,7 +320,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def tiles_text(tiles: dict[str, int] | None) -> str:
-    from benchmark_model_kernels.run.triton_tuning import CONFIG_KEYS
+    from benchmark_model_kernels.kernels.triton_tuning import CONFIG_KEYS
 
     return "-" if not tiles else ",".join(str(tiles[k]) for k in CONFIG_KEYS)
 
@@ -360,7 +360,7 @@ def summary(rows: Sequence[RowResult], target: Target) -> str:
 
 def write_out(path: str | None, doc: dict[str, Any]) -> None:
     if path:
-        from benchmark_model_kernels.files import write_json_atomic
+        from benchmark_model_kernels.core.files import write_json_atomic
 
         write_json_atomic(path, doc)
 
@@ -488,8 +488,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     device = probe_device()
     hbm_tb_s, hbm_source = hbm_peak(device, args.hbm_tb_s)
 
+    from benchmark_model_kernels.kernels.triton_ops import cache_dir
     from benchmark_model_kernels.plan.planner import plan_model
-    from benchmark_model_kernels.run.triton_backend import cache_dir
 
     plan = plan_model(MODEL, TP, EP)
     if not plan.moe:

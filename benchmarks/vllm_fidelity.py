@@ -48,10 +48,10 @@ def layouts(moe: bool) -> list[tuple[int, int]]:
 
 def check_one(config_dir: str) -> list[dict]:
     """Every layout of one config: [{tp, ep, status, detail}]."""
+    from benchmark_model_kernels.core.errors import UsageError
+    from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan
     from benchmark_model_kernels.crosscheck.check import cross_check
-    from benchmark_model_kernels.errors import UsageError
     from benchmark_model_kernels.plan import config_source, planner
-    from benchmark_model_kernels.plan.schema import ModelInfo, Plan
 
     src = config_source.resolve(config_dir, None)
     try:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 import os
 
-from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
-from benchmark_model_kernels.plan.schema import Routing
+from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.plan_schema import Routing
+from benchmark_model_kernels.core.results_schema import RunSettings, load_results
 from benchmark_model_kernels.run import runner
-from benchmark_model_kernels.run.results import RunSettings, load_results
 
 #: Stand-in FlashInfer checkout: benchmarks/flashinfer_benchmark.py misbehaves on magic N values
 #: (see its docstring). Its numbers are synthetic; tests only check plumbing with them.

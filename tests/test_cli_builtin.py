@@ -13,7 +13,7 @@ import pytest
 
 from benchmark_model_kernels import cli_builtin
 from benchmark_model_kernels.cases.build import plan_from_shapes
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.run import flags
 from helpers_runner import FAKE_REPO, VALUE_ERROR
 

@@ -14,9 +14,9 @@ from dataclasses import replace
 import pytest
 
 from benchmark_model_kernels import cli_builtin, cli_model
-from benchmark_model_kernels.env import doctor
+from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan, Unsupported
+from benchmark_model_kernels.doctor import doctor
 from benchmark_model_kernels.plan import planner
-from benchmark_model_kernels.plan.schema import ModelInfo, Plan, Unsupported
 from benchmark_model_kernels.report import report
 from benchmark_model_kernels.run import flags, runner
 from support import ROOT, TINY_LLAMA, shared_config_dir
@@ -632,8 +632,8 @@ def test_cross_check_without_vllm_is_one_line_saying_how_to_install(capsys, monk
 
 
 def test_cross_check_lines_in_the_preview():
+    from benchmark_model_kernels.core.plan_schema import CrossCheck
     from benchmark_model_kernels.plan import preview
-    from benchmark_model_kernels.plan.schema import CrossCheck
 
     plan = Plan(ModelInfo(name="m", source="local", model_type="t", architecture="A"), 1, 1)
     text = preview.format_plan(replace(plan, cross_check=CrossCheck("vllm 0.33.0 (A)", "mismatch", ("missing: x",))))

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from benchmark_model_kernels import files
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core import files
+from benchmark_model_kernels.core.errors import UsageError
 
 
 def _fail_with(code):

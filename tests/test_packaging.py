@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from benchmark_model_kernels.run.results import CSV_COLUMNS
+from benchmark_model_kernels.core.results_schema import CSV_COLUMNS
 from support import ROOT
 
 

@@ -10,7 +10,7 @@ from dataclasses import MISSING, fields
 
 import pytest
 
-from benchmark_model_kernels.run.results import ROW_CHOICES, ROW_POSITIVE, Row, validate_results
+from benchmark_model_kernels.core.results_schema import ROW_CHOICES, ROW_POSITIVE, Row, validate_results
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -32,7 +32,7 @@ def _validator():
 
 
 def _row_schema(name: str, annotation: str) -> dict:
-    """What the schema must say for a Row field: the rule run/results.py validates with."""
+    """What the schema must say for a Row field: the rule core/results_schema.py validates with."""
     base, nullable = annotation.removesuffix(" | None"), annotation.endswith(" | None")
     sch: dict = {"str": {"type": "string"}, "bool": {"type": "boolean"}, "float": {"type": "number"},
                  "int": {"type": "integer", "minimum": 1 if name in ROW_POSITIVE else 0},

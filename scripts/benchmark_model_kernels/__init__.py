@@ -1,15 +1,21 @@
-"""benchmark-model-kernels: per-rank GEMM and fused-MoE shapes vLLM runs for a Hugging Face LLM,
-timed with FlashInfer's own benchmark driver (and PyTorch and Triton baselines).
+"""benchmark-model-kernels: per-rank GEMM, fused-MoE and attention shapes vLLM runs for a Hugging
+Face LLM, timed with FlashInfer's own benchmark driver (and PyTorch and Triton baselines).
 
-Data flows one way, one folder per stage; a module imports only from earlier ones:
-  errors, plan/schema, cases/schema            the floor: errors and the two schemas
-  vllm_rules/                                  vLLM's sharding, padding and layer rules
-  plan/    config -> Plan (per-rank shapes)
-  cases/   Plan -> Cases (backend, recipe, physical shape)
-  run/     Cases -> results.json (rows, timing, roofline)
-  env/     the machine: environment record and the doctor
-  report/  results.json -> report.md and figures
-  cli_model, cli_builtin                       the CLIs that wire the stages together
+Data flows one way, one folder per floor; a module imports only from the floors below it
+(pyproject.toml [tool.importlinter] checks it in CI), from the bottom up:
+  core/         errors, files, the version and the three schemas (plan, case, results)
+  env/          probes of the machine: versions, GPU, NVML, CUDA (no timing)
+  vllm_rules/   vLLM's behaviour as sourced tables: sharding, padding, dispatch, layouts
+  plan/         config -> Plan (per-rank shapes);  crosscheck/: the Plan against vLLM's own class
+  cases/        Plan -> Cases (backend, recipe, physical shape, known-unsupported)
+  kernels/      what the tool itself times besides the driver: torch and Triton ops, quant timing,
+                correctness, the timer, launch counting
+  run/          Cases -> results.json: flags, runner, workdir, worker pool around the driver, cache
+  doctor/       the environment record and the doctor (check_env.py)
+  report/       results.json -> report.md, CSV and figures
+  cli_model, cli_builtin, docs_tables     the CLIs that wire the floors together
 """
 
-__version__ = "0.1.0"
+from .core.version import __version__
+
+__all__ = ["__version__"]

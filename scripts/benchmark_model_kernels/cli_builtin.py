@@ -15,10 +15,10 @@ import argparse
 import sys
 
 from .cases.build import plan_from_shapes
-from .env import environment
-from .errors import OneLineArgumentParser, UsageError, cli_main
-from .files import path_arg, same_file
-from .plan.schema import MoeEntry, Plan, Routing, read_plan_file
+from .core.errors import OneLineArgumentParser, UsageError, cli_main
+from .core.files import path_arg, same_file
+from .core.plan_schema import MoeEntry, Plan, Routing, read_plan_file
+from .doctor import environment
 from .report import report
 from .run import phases
 from .run.flags import add_run_arguments

@@ -14,17 +14,10 @@ import sys
 from .cases.attention import DEFAULT_SWEEP, AttentionSweep
 from .cases.build import build_cases
 from .cases.capabilities import Capabilities, load_capabilities
-from .cases.schema import DTYPES, KV_DTYPES
-from .env import environment
-from .errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
-from .files import (
-    check_writable_folder,
-    is_disk_full,
-    is_inside,
-    path_arg,
-    same_file,
-    write_text_atomic,
-)
+from .core.case_schema import DTYPES, KV_DTYPES
+from .core.errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
+from .core.files import check_writable_folder, is_disk_full, is_inside, path_arg, same_file, write_text_atomic
+from .doctor import environment
 from .plan import config_source, memory, plan_cache, planner, preview
 from .report import report
 from .run import flags, launcher, phases, runner
@@ -394,8 +387,8 @@ def _cross_checked(plan, model: str, args: argparse.Namespace):
     """The plan with what vLLM's own model class for the same config and layout says of it."""
     from dataclasses import replace
 
+    from .core.plan_schema import CrossCheck
     from .crosscheck.check import cross_check
-    from .plan.schema import CrossCheck
 
     src = config_source.resolve(model, args.revision)
     result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory)

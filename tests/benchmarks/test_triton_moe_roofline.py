@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark_model_kernels.run.results import RunSettings
-from benchmark_model_kernels.run.timing import Measurement, UnsupportedCase
-from benchmark_model_kernels.run.triton_moe import problem as pb
-from benchmark_model_kernels.run.triton_tuning import store_config
+from benchmark_model_kernels.core.results_schema import RunSettings
+from benchmark_model_kernels.kernels.timing import Measurement, UnsupportedCase
+from benchmark_model_kernels.kernels.triton_moe import problem as pb
+from benchmark_model_kernels.kernels.triton_tuning import store_config
 from support import ROOT
 
 SCRIPT = os.path.join(ROOT, "benchmarks", "triton_moe_roofline.py")
@@ -204,7 +204,7 @@ def test_shapes_come_from_the_plan(plan):
     cases = R.moe_cases(plan, [1, 8, 64, 512], ["bf16"], (9, 0))
     assert [(s, c.m, c.routine, c.backend, c.with_quant) for s, c in cases] == [
         ("bf16", m, "triton.fused_moe", "triton", False) for m in (1, 8, 64, 512)]
-    from benchmark_model_kernels.run.triton_backend import moe_problem
+    from benchmark_model_kernels.kernels.triton_ops import moe_problem
 
     for _, case in cases:
         p = moe_problem(case)
@@ -229,8 +229,8 @@ def test_scheme_order_and_fp8_cases(plan):
 @pytest.fixture
 def fake_gpu(monkeypatch, tmp_path, plan):
     """The script's GPU parts replaced: an H200 that 'times' each M as the test says."""
+    from benchmark_model_kernels.kernels import triton_ops
     from benchmark_model_kernels.plan import planner
-    from benchmark_model_kernels.run import triton_backend
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(R, "probe_device", lambda: H200)
@@ -243,10 +243,10 @@ def fake_gpu(monkeypatch, tmp_path, plan):
            "num_warps": 4, "num_stages": 3}
 
     def key_of(case, settings):
-        from benchmark_model_kernels.run.triton_moe import tuning
+        from benchmark_model_kernels.kernels.triton_moe import tuning
 
-        p = triton_backend.moe_problem(case)
-        return p, triton_backend.cache_dir(settings), tuning.config_key(p, H200.name, H200.triton_version)
+        p = triton_ops.moe_problem(case)
+        return p, triton_ops.cache_dir(settings), tuning.config_key(p, H200.name, H200.triton_version)
 
     def timer(case, settings):
         what = ratios[case.m]

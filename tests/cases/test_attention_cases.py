@@ -20,12 +20,12 @@ from benchmark_model_kernels.cases.attention import (
 )
 from benchmark_model_kernels.cases.build import build_cases, with_modes
 from benchmark_model_kernels.cases.capabilities import Capabilities, Support
-from benchmark_model_kernels.cases.schema import AttentionShape, Case
-from benchmark_model_kernels.errors import UsageError
-from benchmark_model_kernels.plan.schema import AttentionEntry, ModelInfo, Plan
+from benchmark_model_kernels.core.case_schema import AttentionShape, Case
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.plan_schema import AttentionEntry, ModelInfo, Plan
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run import roofline
 from benchmark_model_kernels.run.argv import driver_argv
-from benchmark_model_kernels.run.results import RunSettings
 
 SM90, SM100 = (9, 0), (10, 0)
 INFO = ModelInfo(name="m", source="bundled", model_type="llama", architecture="LlamaForCausalLM")

@@ -9,8 +9,8 @@ import pytest
 
 from benchmark_model_kernels import docs_tables
 from benchmark_model_kernels.cases import backends as bk
-from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
-from benchmark_model_kernels.plan.schema import Routing
+from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.plan_schema import Routing
 
 SM90, SM100 = (9, 0), (10, 0)
 

@@ -11,15 +11,9 @@ import pytest
 
 from benchmark_model_kernels.cases import backends as bk
 from benchmark_model_kernels.cases.build import build_cases, check_filters
-from benchmark_model_kernels.cases.capabilities import (
-    HAND,
-    PROBED_CCS,
-    Capabilities,
-    Support,
-    load_capabilities,
-)
-from benchmark_model_kernels.errors import UsageError
-from benchmark_model_kernels.plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+from benchmark_model_kernels.cases.capabilities import HAND, PROBED_CCS, Capabilities, Support, load_capabilities
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.plan_schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 
 SM90, SM100 = (9, 0), (10, 0)
 LIB = "flashinfer 9.9.9: mm_bf16.is_backend_supported"

@@ -16,9 +16,9 @@ from dataclasses import replace
 import pytest
 
 from benchmark_model_kernels.cases.build import build_cases, plan_from_shapes
-from benchmark_model_kernels.cases.schema import DTYPES, Case
-from benchmark_model_kernels.errors import UsageError
-from benchmark_model_kernels.plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+from benchmark_model_kernels.core.case_schema import DTYPES, Case
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.plan_schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUNDLE = os.path.join(ROOT, ".devbundle")

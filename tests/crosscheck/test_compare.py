@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from benchmark_model_kernels.core.plan_schema import AttentionEntry, GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 from benchmark_model_kernels.crosscheck.compare import (
     AttentionShape,
     LinearShape,
@@ -12,7 +13,6 @@ from benchmark_model_kernels.crosscheck.compare import (
     plan_side,
     routing_key,
 )
-from benchmark_model_kernels.plan.schema import AttentionEntry, GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 
 
 def _plan() -> Plan:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from benchmark_model_kernels.env import doctor as d
+from benchmark_model_kernels.doctor import doctor as d
 from support import ROOT, has_cuda
 
 OWN_PID = 4242
@@ -436,7 +436,7 @@ def test_cli_rejects_abbreviations_and_documents_every_flag():
 def test_tileiras_is_not_asked_for_on_a_gpu_it_cannot_target():
     """tileiras has no sm_90 target (measured on the H200): the cutile rows are unsupported there
     before launch, so the doctor asks for no install, even with --backends cutile."""
-    from benchmark_model_kernels.env.doctor import check_tileiras
+    from benchmark_model_kernels.doctor.doctor import check_tileiras
 
     check = check_tileiras({}, ["cutile"], "9.0")
     assert check.ok is True and "sm_90" in check.detail

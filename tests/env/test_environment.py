@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from benchmark_model_kernels.env import environment as env
+from benchmark_model_kernels.doctor import environment as env
 from benchmark_model_kernels.env import gpu, versions
 from support import has_cuda, requires_gpu
 
@@ -232,14 +232,14 @@ def test_collect_never_raises_and_has_the_documented_keys(tmp_path):
 def test_probe_timer_without_gpu_reports_instead_of_raising():
     if has_cuda():
         pytest.skip("CPU-only behaviour")
-    out = gpu.probe_timer(0)
+    out = env.probe_timer(0)
     assert out["timer"] is None and out["error"]
 
 
 @requires_gpu
 def test_probe_timer_on_gpu_names_the_timer():
     pytest.importorskip("flashinfer")
-    out = gpu.probe_timer(0)
+    out = env.probe_timer(0)
     assert out["error"] is None, out
     assert out["timer"] in ("cupti", "cuda_graph", "cuda_events")
     assert out["median_us"] and out["median_us"] > 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import json
 
+from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan
 from benchmark_model_kernels.plan import config_source, meta_model, planner
-from benchmark_model_kernels.plan.schema import ModelInfo, Plan
 from support import shared_config_dir
 
 

@@ -10,8 +10,8 @@ import os
 import pytest
 from plan_helpers import plan_of, plan_raw
 
+from benchmark_model_kernels.core.plan_schema import AttentionEntry, Plan
 from benchmark_model_kernels.plan import preview
-from benchmark_model_kernels.plan.schema import AttentionEntry, Plan
 from support import SHARED_CONFIGS
 
 
@@ -143,7 +143,7 @@ def test_plan_json_round_trip_with_attention_entries():
 
 
 def test_plan_json_refuses_a_bad_attention_entry():
-    from benchmark_model_kernels.plan.schema import PlanError
+    from benchmark_model_kernels.core.plan_schema import PlanError
 
     d = plan_of("llama-3.1-8b", 1).to_dict()
     d["attention"][0]["num_kv_heads"] = 0
@@ -165,7 +165,7 @@ def test_preview_attention_section():
 
 def test_missing_sliding_window_is_refused(tmp_path):
     """A sliding layer whose window config.json leaves to the class default is no plan."""
-    from benchmark_model_kernels.errors import UsageError
+    from benchmark_model_kernels.core.errors import UsageError
 
     raw = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "hidden_size": 256,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,

@@ -14,9 +14,9 @@ import sys
 import pytest
 from plan_helpers import build
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.plan_schema import ModelInfo
 from benchmark_model_kernels.plan import config_checks, config_source, planner
-from benchmark_model_kernels.plan.schema import ModelInfo
 from benchmark_model_kernels.vllm_rules import required_keys
 from support import ROOT, SHARED_CONFIGS, shared_config_dir
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from plan_helpers import gemms, plan_of
 
+from benchmark_model_kernels.core.plan_schema import Unsupported
 from benchmark_model_kernels.plan.items import Item, LayerPlan
 from benchmark_model_kernels.plan.merge import ROLE_ORDER, merge, ranges
-from benchmark_model_kernels.plan.schema import Unsupported
 
 
 def test_gemma4_sliding_and_global_layers_get_distinct_names():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.plan import config_source, meta_model
 from support import shared_config_dir
 

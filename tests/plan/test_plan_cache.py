@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.plan import meta_model, plan_cache, planner
 from support import write_tiny_llama
 

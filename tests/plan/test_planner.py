@@ -10,9 +10,9 @@ import os
 import pytest
 from plan_helpers import build, gemms, plan_of, plan_raw
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan
 from benchmark_model_kernels.plan import config_source, planner
-from benchmark_model_kernels.plan.schema import ModelInfo, Plan
 from support import SHARED_CONFIGS, shared_config_dir
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from plan_helpers import gemms, plan_of, plan_raw
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.plan import roles
 from benchmark_model_kernels.plan.items import Context, LayerPlan
 from benchmark_model_kernels.vllm_rules import sharding

@@ -14,9 +14,9 @@ import sys
 import pytest
 from plan_helpers import plan_of
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.plan_schema import Plan, PlanError, read_plan_file, validate_plan_dict
 from benchmark_model_kernels.plan import config_source
-from benchmark_model_kernels.plan.schema import Plan, PlanError, read_plan_file, validate_plan_dict
 from support import ROOT
 
 
@@ -187,7 +187,7 @@ def test_every_schema_field_has_a_check():
     """A field whose annotation the validator does not know would pass unchecked."""
     from dataclasses import fields
 
-    from benchmark_model_kernels.plan import schema
+    from benchmark_model_kernels.core import plan_schema as schema
 
     scalars = {"str", "int", "bool", "bool | None", "str | None", "int | None", "float | None", "tuple[str, ...]"}
     for klass in (schema.Plan, schema.ModelInfo, schema.GemmEntry, schema.MoeEntry, schema.Routing,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from plan_helpers import gemms, plan_raw
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.vllm_rules import moe as vllm_moe
 
 DBRX = {"model_type": "dbrx", "architectures": ["DbrxForCausalLM"], "d_model": 6144, "n_heads": 48, "n_layers": 2,

@@ -7,8 +7,8 @@ import json
 import os
 import shutil
 
+from benchmark_model_kernels.core.results_schema import Row
 from benchmark_model_kernels.report.analysis import Analysis, Entry
-from benchmark_model_kernels.run.results import Row
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "results")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from helpers_report import H200_QWEN, entry, fixture
 
-from benchmark_model_kernels.plan.schema import Plan
+from benchmark_model_kernels.core.plan_schema import Plan
+from benchmark_model_kernels.core.results_schema import load_results, rows_of
 from benchmark_model_kernels.report import analysis
 from benchmark_model_kernels.report.analysis import (
     ATTN,
@@ -21,7 +22,6 @@ from benchmark_model_kernels.report.analysis import (
     VLLM,
     Analysis,
 )
-from benchmark_model_kernels.run.results import load_results, rows_of
 
 # --------------------------------------------------------------------------- cells
 
@@ -137,14 +137,14 @@ def test_version_mismatch_is_warned_even_when_the_environment_did_not():
 
 
 def test_the_version_warning_is_the_environments_own_and_never_repeated():
-    from benchmark_model_kernels.env.environment import version_warnings
+    from benchmark_model_kernels.doctor.environment import version_warnings
 
     res = fixture("tiny_mixed")
     versions = {"flashinfer_wheel": "0.6.17", "flashinfer_checkout": "0.7.4"}
     recorded = version_warnings(versions, "/src/flashinfer")  # what the run itself records
     run = dict(res, command=[*res["command"], "--flashinfer_repo", "/src/flashinfer"])
     quiet = dict(run, environment=dict(res["environment"], warnings=[], versions=versions))
-    assert Analysis(quiet).warnings()[:1] == recorded  # the same rule and text as env/environment.py
+    assert Analysis(quiet).warnings()[:1] == recorded  # the same rule and text as doctor/environment.py
     loud = dict(run, environment=dict(res["environment"], warnings=recorded, versions=versions))
     assert sum("FlashInfer wheel" in w for w in Analysis(loud).warnings()) == 1
 

@@ -11,13 +11,13 @@ from dataclasses import asdict, replace
 
 from benchmark_model_kernels.cases.attention import AttentionSweep
 from benchmark_model_kernels.cases.build import build_cases
-from benchmark_model_kernels.plan.schema import AttentionEntry, GemmEntry, MixerNotTimed, ModelInfo, Plan
+from benchmark_model_kernels.core.plan_schema import AttentionEntry, GemmEntry, MixerNotTimed, ModelInfo, Plan
+from benchmark_model_kernels.core.results_schema import validate_results
 from benchmark_model_kernels.report import markdown
 from benchmark_model_kernels.report.analysis import Analysis
 from benchmark_model_kernels.report.report import write_report
 from benchmark_model_kernels.run import roofline
 from benchmark_model_kernels.run.outcome import Outcome, row_from_case
-from benchmark_model_kernels.run.results import validate_results
 
 INFO = ModelInfo(name="synthetic", source="test", model_type="llama", architecture="LlamaForCausalLM")
 ATTN = AttentionEntry(name="attn", modules=("model.layers.*.self_attn.attn",), kind="mha", layers=32,

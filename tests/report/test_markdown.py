@@ -8,9 +8,9 @@ import os
 import pytest
 from helpers_report import H200_QWEN, ROOT
 
+from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.report import analysis, markdown
 from benchmark_model_kernels.report.analysis import Analysis
-from benchmark_model_kernels.run.results import load_results
 
 
 def test_reference_doc_carries_the_module_kind_table():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from helpers_report import H200_QWEN, gemm_row, results_of, row
 
+from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.report import analysis, markdown, quality
 from benchmark_model_kernels.report.analysis import Analysis
 from benchmark_model_kernels.report.cells import Cell, clear_win, crossover
 from benchmark_model_kernels.report.row_facts import NO_CHECK_RECORDED, NO_SPREAD_RECORDED
-from benchmark_model_kernels.run.results import load_results
 
 
 def _spread(us, width):

@@ -12,10 +12,10 @@ import sys
 import pytest
 from helpers_report import FIXTURES, ROOT, fixture, workdir
 
+from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.report import analysis, markdown, report
 from benchmark_model_kernels.report.analysis import Analysis
 from benchmark_model_kernels.report.report import write_report
-from benchmark_model_kernels.run.results import load_results
 
 
 def test_write_report_single_workdir(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers_report import entry, gemm_row, moe_row, results_of
 
+from benchmark_model_kernels.core.results_schema import row_from_dict
 from benchmark_model_kernels.report import markdown
 from benchmark_model_kernels.report.analysis import (
     BASELINE,
@@ -20,7 +21,6 @@ from benchmark_model_kernels.report.analysis import (
     summary_reference,
     summary_verdicts,
 )
-from benchmark_model_kernels.run.results import row_from_dict
 
 
 def _rows() -> list[dict]:

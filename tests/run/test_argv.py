@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from benchmark_model_kernels.cases.build import with_modes
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run.argv import case_settings, driver_argv
-from benchmark_model_kernels.run.results import RunSettings
 from helpers_runner import gemm_case, moe_case
 
 

@@ -18,10 +18,10 @@ import sys
 import pytest
 
 from benchmark_model_kernels.cases.attention import AttentionSweep, attention_cases
-from benchmark_model_kernels.plan.schema import AttentionEntry, ModelInfo, Plan
+from benchmark_model_kernels.core.plan_schema import AttentionEntry, ModelInfo, Plan
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run import roofline
 from benchmark_model_kernels.run.outcome import WorkerReply, classify_driver_case, read_driver_csv, row_from_case
-from benchmark_model_kernels.run.results import RunSettings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CAPTURED = os.path.join(ROOT, "tests", "fixtures", "driver", "v0.6.18", "attention")

@@ -10,12 +10,12 @@ import multiprocessing
 import os
 from dataclasses import replace
 
-from benchmark_model_kernels.cases.schema import GemmShape
+from benchmark_model_kernels.core.case_schema import GemmShape
+from benchmark_model_kernels.core.results_schema import RunSettings, load_results
 from benchmark_model_kernels.report import report
 from benchmark_model_kernels.run import cache as result_cache
 from benchmark_model_kernels.run import runner
 from benchmark_model_kernels.run.outcome import Outcome
-from benchmark_model_kernels.run.results import RunSettings, load_results
 from helpers_runner import FAKE_REPO, GPU, VALUE_ERROR, gemm_case, settings
 
 MACHINE = {"versions": {"driver": "570.1", "cuda_runtime": "12.9", "torch": "2.11.0",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from benchmark_model_kernels.cases.build import with_modes
-from benchmark_model_kernels.run import torch_backend
-from benchmark_model_kernels.run.correctness import (
+from benchmark_model_kernels.core.results_schema import RunSettings
+from benchmark_model_kernels.kernels import torch_ops
+from benchmark_model_kernels.kernels.correctness import (
     DRIVER_REFCHECK,
     TOLERANCES,
     Errors,
@@ -16,7 +17,6 @@ from benchmark_model_kernels.run.correctness import (
     tolerance,
 )
 from benchmark_model_kernels.run.outcome import Outcome, WorkerReply, classify_driver_case, driver_check, with_check
-from benchmark_model_kernels.run.results import RunSettings
 from helpers_runner import gemm_case, moe_case
 
 torch = pytest.importorskip("torch")
@@ -107,14 +107,14 @@ def test_the_torch_references_match_their_ops_on_the_cpu():
     """The FP32 references of the torch backend, against its own ops run on the CPU."""
     case = gemm_case(512, k=256, backend="torch", m=16)
     case = case.__class__(**{**case.__dict__, "routine": "torch.linear", "driver_args": ()})
-    op = torch_backend.build(case, "cpu")
-    r = check_output(op.fn(*op.args), torch_backend.reference(case, op), "gemm", "bf16", "ref")
+    op = torch_ops.build(case, "cpu")
+    r = check_output(op.fn(*op.args), torch_ops.reference(case, op), "gemm", "bf16", "ref")
     assert r.passed, r.note
     moe = moe_case(128, m=8)
     moe = moe.__class__(**{**moe.__dict__, "backend": "torch", "routine": "torch._grouped_mm",
                            "driver_args": (), "activation": "Swiglu"})
-    mop = torch_backend.build(moe, "cpu")
-    assert check_output(mop.fn(*mop.args), torch_backend.reference(moe, mop), "moe", "bf16", "ref").passed
+    mop = torch_ops.build(moe, "cpu")
+    assert check_output(mop.fn(*mop.args), torch_ops.reference(moe, mop), "moe", "bf16", "ref").passed
 
 
 def test_an_incorrect_check_makes_the_row_incorrect_with_its_numbers():
@@ -146,8 +146,8 @@ def test_eager_twins_are_checked_like_their_graph_rows():
 
 
 def _torch_case(routine, dtype, variant="", moe=False):
-    from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
-    from benchmark_model_kernels.plan.schema import Routing
+    from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+    from benchmark_model_kernels.core.plan_schema import Routing
 
     if moe:
         shape = MoeShape(16, 128, 64, 4, 8, 2)
@@ -161,17 +161,17 @@ def _torch_case(routine, dtype, variant="", moe=False):
 
 @pytest.mark.parametrize("variant", ["per_tensor", "per_token"])
 def test_the_fp8_gemm_reference_is_the_bf16_product_up_to_quantization(variant):
-    bf16 = torch_backend.build(_torch_case("torch.linear", "bf16"), "cpu")
+    bf16 = torch_ops.build(_torch_case("torch.linear", "bf16"), "cpu")
     fp8_case = _torch_case("torch._scaled_mm", "fp8", variant)
-    fp8 = torch_backend.build(fp8_case, "cpu")  # same seed: the quantized x and w of the BF16 op
-    ref = torch_backend.reference(fp8_case, fp8)
-    assert errors(ref, torch_backend.reference(_torch_case("torch.linear", "bf16"), bf16)).rel_l2_err < 0.08
+    fp8 = torch_ops.build(fp8_case, "cpu")  # same seed: the quantized x and w of the BF16 op
+    ref = torch_ops.reference(fp8_case, fp8)
+    assert errors(ref, torch_ops.reference(_torch_case("torch.linear", "bf16"), bf16)).rel_l2_err < 0.08
 
 
 def test_the_fp8_moe_reference_dequantizes_the_same_experts():
     bf16_case = _torch_case("torch._grouped_mm", "bf16", moe=True)
     fp8_case = _torch_case("torch._scaled_grouped_mm", "fp8", moe=True)
-    ref16 = torch_backend.reference(bf16_case, torch_backend.build(bf16_case, "cpu"))
-    ref8 = torch_backend.reference(fp8_case, torch_backend.build(fp8_case, "cpu"))
+    ref16 = torch_ops.reference(bf16_case, torch_ops.build(bf16_case, "cpu"))
+    ref8 = torch_ops.reference(fp8_case, torch_ops.build(fp8_case, "cpu"))
     assert ref8.shape == ref16.shape == (16, 128)
     assert errors(ref8, ref16).rel_l2_err < 0.1

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.run import devices, runner
-from benchmark_model_kernels.run.results import load_results
 from helpers_runner import FAKE_REPO, GPU, HANG, NO_CONFIG, VALUE_ERROR, gemm_case, moe_case, settings
 from support import write_tiny_llama
 

@@ -7,9 +7,9 @@ import types
 
 import pytest
 
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run.driver_capture import ROUTINE_MODULES, capture_bench_calls, driver_spread
 from benchmark_model_kernels.run.outcome import WorkerReply, classify_driver_case, row_from_case
-from benchmark_model_kernels.run.results import RunSettings
 from helpers_runner import gemm_case
 
 

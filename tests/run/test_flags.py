@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.run import flags
 
 

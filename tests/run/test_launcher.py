@@ -70,7 +70,7 @@ def test_a_job_runs_on_its_gpus_here():
 
 
 def test_a_refused_submission_is_one_line_and_cancels_the_jobs_before_it(tmp_path):
-    from benchmark_model_kernels.errors import UsageError
+    from benchmark_model_kernels.core.errors import UsageError
 
     class Job:
         def __init__(self):

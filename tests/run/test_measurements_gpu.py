@@ -15,13 +15,14 @@ import statistics
 import pytest
 
 from benchmark_model_kernels.cases.build import build_cases, plan_from_shapes, with_modes
-from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
-from benchmark_model_kernels.plan.schema import Routing
-from benchmark_model_kernels.run import runner, torch_backend, triton_backend, triton_fp8_gemm
+from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.plan_schema import Routing
+from benchmark_model_kernels.core.results_schema import RunSettings, load_results
+from benchmark_model_kernels.kernels import torch_ops, triton_fp8_gemm, triton_ops
+from benchmark_model_kernels.kernels.timing import bench
+from benchmark_model_kernels.kernels.triton_moe import fused
+from benchmark_model_kernels.run import runner
 from benchmark_model_kernels.run.outcome import WorkerReply, classify_python_case, row_from_case
-from benchmark_model_kernels.run.results import RunSettings, load_results
-from benchmark_model_kernels.run.timing import bench
-from benchmark_model_kernels.run.triton_moe import fused
 
 torch = pytest.importorskip("torch")
 
@@ -69,7 +70,7 @@ CORRUPTIONS = {
                                   _torch_gemm("torch._scaled_mm", "fp8", "per_tensor"), _torch_moe()],
                          ids=lambda c: c.routine + c.variant)
 def test_a_torch_row_passes_its_check_and_records_its_percentiles(case):
-    row = _row(case, torch_backend.run_case(case, SETTINGS))
+    row = _row(case, torch_ops.run_case(case, SETTINGS))
     assert row.status == "ok" and row.check == "passed", row.check_note
     assert row.rel_l2_err < 1e-2 and row.n_samples == SETTINGS.num_iters
     assert row.p10_us <= row.p50_us <= row.p90_us <= row.p99_us
@@ -79,14 +80,14 @@ def test_a_torch_row_passes_its_check_and_records_its_percentiles(case):
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
 @pytest.mark.parametrize("case", [_torch_gemm(), _torch_moe()], ids=lambda c: c.routine)
 def test_a_corrupted_torch_output_is_caught_as_incorrect(case, corruption, monkeypatch):
-    real_build = torch_backend.build
+    real_build = torch_ops.build
 
     def corrupted_build(c, device="cuda"):
         op = real_build(c, device)
         return dataclasses.replace(op, fn=lambda *args: CORRUPTIONS[corruption](op.fn(*args)))
 
-    monkeypatch.setattr(torch_backend, "build", corrupted_build)
-    row = _row(case, torch_backend.run_case(case, SETTINGS))
+    monkeypatch.setattr(torch_ops, "build", corrupted_build)
+    row = _row(case, torch_ops.run_case(case, SETTINGS))
     assert row.status == "incorrect" and row.check == "failed", row.check_note
     assert "beyond tolerance" in row.reason and row.median_us is not None
     assert runner.exit_code([row]) == 1
@@ -108,20 +109,20 @@ def _triton_moe() -> Case:
 
 def _store_default_tiles(case: Case, settings: RunSettings) -> None:
     """The kernel's default tiles in the run's tile cache: the test checks outputs, not the search."""
-    from benchmark_model_kernels.run import triton_tuning
-    from benchmark_model_kernels.run.triton_moe import tuning
+    from benchmark_model_kernels.kernels import triton_tuning
+    from benchmark_model_kernels.kernels.triton_moe import tuning
 
-    gpu, version = triton_backend._gpu_key()
+    gpu, version = triton_ops._gpu_key()
     if case.kind == "gemm":
         p = case.physical
         key = triton_fp8_gemm.config_cache_key(gpu, p.m, p.n, p.k, version)
         config, check = triton_fp8_gemm.default_config(p.m, p.n, p.k), triton_fp8_gemm.check_config
     else:
-        p = triton_backend.moe_problem(case)
+        p = triton_ops.moe_problem(case)
         key = tuning.config_key(p, gpu, version)
         config = tuning.default_config(p.scheme, p.num_tokens, top_k=p.top_k, local_experts=p.local_experts)
         check = lambda c: tuning.validate_config(c, p.scheme)  # noqa: E731
-    triton_tuning.store_config(triton_backend.cache_dir(settings), key, config, check)
+    triton_tuning.store_config(triton_ops.cache_dir(settings), key, config, check)
 
 
 @pytest.mark.parametrize("make", [_triton_block_gemm, _triton_moe], ids=["block_fp8_mm", "fused_moe"])
@@ -129,7 +130,7 @@ def test_triton_rows_pass_and_a_corrupted_triton_output_is_incorrect(make, tmp_p
     settings = dataclasses.replace(SETTINGS, autotune_cache=str(tmp_path / "autotune_cache.json"))
     case = make()
     _store_default_tiles(case, settings)
-    good = _row(case, triton_backend.run_case(case, settings))
+    good = _row(case, triton_ops.run_case(case, settings))
     assert good.status == "ok" and good.check == "passed", good.check_note
     module, name = ((triton_fp8_gemm, "make_block_fp8_gemm") if case.kind == "gemm"
                     else (fused, "make_fused_moe"))
@@ -140,7 +141,7 @@ def test_triton_rows_pass_and_a_corrupted_triton_output_is_incorrect(make, tmp_p
         return (lambda *a: fn(*a) * 1.5), fn_args
 
     monkeypatch.setattr(module, name, corrupted)
-    bad = _row(case, triton_backend.run_case(case, settings))  # tiles from the cache now
+    bad = _row(case, triton_ops.run_case(case, settings))  # tiles from the cache now
     assert bad.status == "incorrect" and "rel L2" in bad.reason
 
 

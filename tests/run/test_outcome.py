@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run import outcome
 from benchmark_model_kernels.run.outcome import (
     RETRY_MARKER,
@@ -22,7 +23,6 @@ from benchmark_model_kernels.run.outcome import (
     read_driver_csv,
     row_from_case,
 )
-from benchmark_model_kernels.run.results import RunSettings
 from helpers_runner import gemm_case, moe_case
 
 S = RunSettings()
@@ -366,11 +366,11 @@ def test_split_measurement_note():
 
 
 def test_worker_answers_exactly_the_measurement_keys(monkeypatch):
+    from benchmark_model_kernels.kernels.timing import Measurement
     from benchmark_model_kernels.run import worker
-    from benchmark_model_kernels.run.timing import Measurement
 
     measured = Measurement(12.0, 0.5, "cupti", TRITON_TILES)
-    monkeypatch.setattr(worker.triton_backend, "run_case", lambda case, settings: measured)
+    monkeypatch.setattr(worker.triton_ops, "run_case", lambda case, settings: measured)
     req = {"job": "triton", "case": gemm_case(4096).to_dict(), "settings": {}}
     answer = worker._run_python_case(req)
     assert tuple(answer["measurement"]) == outcome.MEASUREMENT_KEYS

@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 from test_cache import MACHINE
 
+from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.run import phases, runner
-from benchmark_model_kernels.run.results import load_results
 from helpers_runner import FAKE_REPO, GPU, gemm_case, settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run.argv import driver_argv
 from benchmark_model_kernels.run.outcome import read_driver_csv
 from benchmark_model_kernels.run.pool import SCRIPTS_DIR, WorkerPool, no_download_note, no_download_state
-from benchmark_model_kernels.run.results import RunSettings
 from helpers_processes import children_of, requires_proc, wait_gone
 from helpers_runner import CUPTI_FALLBACK, FAKE_REPO, HANG, SEGFAULT, gemm_case
 

@@ -7,10 +7,10 @@ import importlib.util
 
 import pytest
 
-from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
-from benchmark_model_kernels.run import quant_timing as qt
-from benchmark_model_kernels.run.results import RunSettings
-from benchmark_model_kernels.run.timing import UnsupportedCase
+from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.results_schema import RunSettings
+from benchmark_model_kernels.kernels import quant_timing as qt
+from benchmark_model_kernels.kernels.timing import UnsupportedCase
 from support import requires_gpu
 
 
@@ -92,8 +92,8 @@ def test_heavy_modules_are_imported_lazily():
     scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts")
     code = (
         "import sys; sys.path.insert(0, %r)\n"
-        "import benchmark_model_kernels.run.quant_timing, benchmark_model_kernels.run.torch_backend\n"
-        "import benchmark_model_kernels.run.roofline, benchmark_model_kernels.run.timing\n"
+        "import benchmark_model_kernels.kernels.quant_timing, benchmark_model_kernels.kernels.torch_ops\n"
+        "import benchmark_model_kernels.run.roofline, benchmark_model_kernels.kernels.timing\n"
         "print(sorted(m for m in ('torch', 'triton', 'flashinfer', 'numpy') if m in sys.modules))"
     ) % scripts
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from benchmark_model_kernels.run.results import RESULTS_SCHEMA_VERSION, ResultsError, validate_results
+from benchmark_model_kernels.core.results_schema import RESULTS_SCHEMA_VERSION, ResultsError, validate_results
 from support import FIXTURES, ROOT
 
 RESULTS_FIXTURES = os.path.join(FIXTURES, "results")
@@ -129,7 +129,7 @@ def test_every_row_field_has_a_check():
     """A Row field whose annotation the validator does not know would pass unchecked."""
     from dataclasses import fields
 
-    from benchmark_model_kernels.run.results import Row
+    from benchmark_model_kernels.core.results_schema import Row
 
     for f in fields(Row):
         assert str(f.type) in {"str", "int", "bool", "int | None", "float | None", "list[float] | None"}, \
@@ -153,7 +153,7 @@ def _results(run_id, gpu, cc, model, tp, ep, rows):
 
 
 def _row(case_id, median):
-    from benchmark_model_kernels.run.results import Row
+    from benchmark_model_kernels.core.results_schema import Row
 
     return Row(case_id=case_id, kind="gemm", name="qkv_proj", modules="", layers=32, m=8, dtype="bf16",
                backend="cudnn", routine="mm_bf16", variant="", with_quant=False, median_us=median,
@@ -164,7 +164,7 @@ def test_csvs_of_two_runs_concatenate_into_one_table_that_tells_them_apart():
     import csv
     import io
 
-    from benchmark_model_kernels.run.results import CSV_COLUMNS, RUN_COLUMNS, csv_text, rows_of, run_facts
+    from benchmark_model_kernels.core.results_schema import CSV_COLUMNS, RUN_COLUMNS, csv_text, rows_of, run_facts
 
     a = _results("20261201T100000Z-aaaaaaaa", "NVIDIA H200", "9.0", "llama-3.1-8b", 1, 1,
                  [_row("gemm.qkv_proj.m8.bf16.cudnn", 10.0)])
@@ -184,7 +184,7 @@ def test_csvs_of_two_runs_concatenate_into_one_table_that_tells_them_apart():
 
 
 def test_a_results_json_from_before_run_ids_gets_a_stable_derived_one():
-    from benchmark_model_kernels.run.results import derived_run_id, new_run_id, run_facts
+    from benchmark_model_kernels.core.results_schema import derived_run_id, new_run_id, run_facts
 
     old = _results("", "NVIDIA H200", "9.0", "qwen3-30b-a3b", 1, 1, [])
     assert derived_run_id(old) == derived_run_id(dict(old)) and derived_run_id(old).startswith("legacy-")
@@ -197,7 +197,7 @@ def test_a_results_json_from_before_run_ids_gets_a_stable_derived_one():
 def test_settings_read_back_from_json_keep_their_modes_tuple():
     from dataclasses import asdict
 
-    from benchmark_model_kernels.run.results import RunSettings
+    from benchmark_model_kernels.core.results_schema import RunSettings
 
     s = RunSettings(modes=("graph", "eager"), check=False)
     back = RunSettings.from_dict(json.loads(json.dumps(asdict(s))) | {"unknown_key": 1})

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from benchmark_model_kernels.core.results_schema import Row
 from benchmark_model_kernels.run import roofline
-from benchmark_model_kernels.run.results import Row
 
 
 def gemm_row(m, n, k, dtype, median_us, **kw):

@@ -12,9 +12,9 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
+from benchmark_model_kernels.core.results_schema import CSV_COLUMNS, Row, RunSettings, load_results, rows_of
 from benchmark_model_kernels.run import runner
-from benchmark_model_kernels.run.results import CSV_COLUMNS, Row, RunSettings, load_results, rows_of
 from helpers_runner import (
     CUDA_ERROR,
     CUPTI_FALLBACK,
@@ -355,8 +355,8 @@ def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
 
     import numpy as np
 
+    from benchmark_model_kernels.core.results_schema import Row
     from benchmark_model_kernels.run.outcome import Outcome
-    from benchmark_model_kernels.run.results import Row
 
     base = Row(case_id="b", kind="gemm", name="g", modules="", layers=1, m=1, dtype="fp8", backend="cudnn",
                routine="bmm_fp8", variant="", with_quant=False, median_us=10.0, status="ok",

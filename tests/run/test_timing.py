@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from benchmark_model_kernels.run.timing import PERCENTILES, measurement_from_times, percentiles, sum_percentiles
+from benchmark_model_kernels.kernels.timing import PERCENTILES, measurement_from_times, percentiles, sum_percentiles
 
 
 @pytest.mark.parametrize("samples", [[5.0], [3.0, 1.0], list(range(1, 31)), [7.1, 7.3, 7.2, 9.8, 7.2, 7.25, 30.0]])

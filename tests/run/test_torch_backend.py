@@ -12,10 +12,10 @@ import importlib.util
 
 import pytest
 
-from benchmark_model_kernels.cases.schema import Case, GemmShape, MoeShape
-from benchmark_model_kernels.run import torch_backend as tb
-from benchmark_model_kernels.run.results import RunSettings
-from benchmark_model_kernels.run.timing import UnsupportedCase, measurement_from_times
+from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.results_schema import RunSettings
+from benchmark_model_kernels.kernels import torch_ops as tb
+from benchmark_model_kernels.kernels.timing import UnsupportedCase, measurement_from_times
 from support import requires_gpu
 
 torch = pytest.importorskip("torch")

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from benchmark_model_kernels.cases.backends import TRITON_MOE_ACTIVATIONS
-from benchmark_model_kernels.run import triton_backend
-from benchmark_model_kernels.run.results import RunSettings
-from benchmark_model_kernels.run.triton_moe.problem import ACTIVATIONS, GATED_ACTIVATIONS
+from benchmark_model_kernels.core.results_schema import RunSettings
+from benchmark_model_kernels.kernels import triton_ops
+from benchmark_model_kernels.kernels.triton_moe.problem import ACTIVATIONS, GATED_ACTIVATIONS
 from helpers_runner import moe_case
 
 
@@ -31,24 +31,24 @@ def test_every_case_activation_maps_to_a_kernel_activation_of_the_same_gating():
                                                     ("fp8", "per_token", "fp8_per_token"),
                                                     ("fp8", "block128", "fp8_block128")])
 def test_case_to_problem(dtype, variant, scheme):
-    p = triton_backend.moe_problem(triton_case(dtype, variant))
+    p = triton_ops.moe_problem(triton_case(dtype, variant))
     assert (p.num_tokens, p.hidden, p.intermediate, p.local_experts, p.global_experts, p.top_k) == (
         8, 2048, 768, 128, 128, 8)
     assert (p.activation, p.gated, p.scheme, p.has_bias) == ("silu_and_mul", True, scheme, False)
 
 
 def test_gpt_oss_activation_carries_its_biases_and_relu2_is_not_gated():
-    assert triton_backend.moe_problem(triton_case(activation="SwigluBias")).has_bias
-    p = triton_backend.moe_problem(triton_case(activation="Relu2", gated=False))
+    assert triton_ops.moe_problem(triton_case(activation="SwigluBias")).has_bias
+    p = triton_ops.moe_problem(triton_case(activation="Relu2", gated=False))
     assert (p.activation, p.gated) == ("relu2", False)
 
 
 def test_tiles_are_cached_beside_the_autotuner_cache(tmp_path):
     settings = RunSettings(autotune_cache=str(tmp_path / "autotune_cache.json"))
-    assert triton_backend.cache_dir(settings) == str(tmp_path / "autotune_cache.json.triton")
+    assert triton_ops.cache_dir(settings) == str(tmp_path / "autotune_cache.json.triton")
 
 
 def test_a_known_unsupported_case_never_reaches_the_kernels():
     case = replace(triton_case(), skip_reason="triton.fused_moe has no Identity activation")
-    with pytest.raises(triton_backend.UnsupportedCase, match="Identity"):
-        triton_backend.run_case(case, RunSettings())
+    with pytest.raises(triton_ops.UnsupportedCase, match="Identity"):
+        triton_ops.run_case(case, RunSettings())

@@ -1,5 +1,5 @@
-"""CPU tests of run/triton_fp8_gemm.py: problem validation, config space, search and config cache
-(run/triton_tuning.py, with this kernel's check_config), the torch-side quantizers/reference, and
+"""CPU tests of kernels/triton_fp8_gemm.py: problem validation, config space, search and config cache
+(kernels/triton_tuning.py, with this kernel's check_config), the torch-side quantizers/reference, and
 (in a TRITON_INTERPRET=1 subprocess) the Triton kernels.
 
 Self-contained (puts scripts/ on sys.path itself), so it also runs with --noconftest.
@@ -19,8 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 
-from benchmark_model_kernels.run import triton_fp8_gemm as T  # noqa: E402
-from benchmark_model_kernels.run import triton_tuning as tt  # noqa: E402
+from benchmark_model_kernels.kernels import triton_fp8_gemm as T  # noqa: E402
+from benchmark_model_kernels.kernels import triton_tuning as tt  # noqa: E402
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -60,7 +60,7 @@ def test_module_imports_without_torch_or_triton():
     code = (
         "import sys; sys.modules['triton'] = None; sys.modules['torch'] = None\n"
         f"sys.path.insert(0, {SCRIPTS!r})\n"
-        "from benchmark_model_kernels.run import triton_fp8_gemm as T\n"
+        "from benchmark_model_kernels.kernels import triton_fp8_gemm as T\n"
         "assert T.triton is None and T.tl is None\n"
         "print(len(T.config_space(8)), T.default_config(8, 4096, 4096)['BLOCK_SIZE_M'])\n"
     )

@@ -1,4 +1,4 @@
-"""GPU tests of run/triton_fp8_gemm.py: the block-scaled FP8 GEMM vs its fp32 reference on real
+"""GPU tests of kernels/triton_fp8_gemm.py: the block-scaled FP8 GEMM vs its fp32 reference on real
 shapes, the 1x128 group quantizer vs torch, and CUDA-graph capture. Skipped without CUDA.
 
 Self-contained (puts scripts/ on sys.path itself), so it also runs with --noconftest.
@@ -14,7 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from benchmark_model_kernels.run import triton_fp8_gemm as T  # noqa: E402
+from benchmark_model_kernels.kernels import triton_fp8_gemm as T  # noqa: E402
 
 
 def _has_cuda() -> bool:

@@ -1,4 +1,4 @@
-"""CPU tests of run/triton_moe/ (and its use of run/triton_tuning.py): pure logic, plus the whole
+"""CPU tests of kernels/triton_moe/ (and its use of kernels/triton_tuning.py): pure logic, plus the whole
 pipeline under Triton's interpreter.
 
 Self-contained (puts scripts/ on sys.path itself), so it also runs as a script. The
@@ -28,9 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 
-from benchmark_model_kernels.run import triton_tuning as tt  # noqa: E402
-from benchmark_model_kernels.run.triton_moe import fused, tuning  # noqa: E402
-from benchmark_model_kernels.run.triton_moe import problem as pb  # noqa: E402
+from benchmark_model_kernels.kernels import triton_tuning as tt  # noqa: E402
+from benchmark_model_kernels.kernels.triton_moe import fused, tuning  # noqa: E402
+from benchmark_model_kernels.kernels.triton_moe import problem as pb  # noqa: E402
 
 
 def problem(**kw):
@@ -51,8 +51,8 @@ def test_module_imports_without_triton_or_torch():
             "            raise ImportError('blocked ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
             f"sys.path.insert(0, {SCRIPTS!r})\n"
-            "from benchmark_model_kernels.run.triton_moe import fused, kernels, problem, tuning\n"
-            "from benchmark_model_kernels.run import triton_tuning\n"
+            "from benchmark_model_kernels.kernels.triton_moe import fused, kernels, problem, tuning\n"
+            "from benchmark_model_kernels.kernels import triton_tuning\n"
             "print(len(tuning.config_space('bf16', 8)))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr

@@ -1,4 +1,4 @@
-"""GPU tests of run/triton_moe/: every scheme x activation against the fp32 reference.
+"""GPU tests of kernels/triton_moe/: every scheme x activation against the fp32 reference.
 
 Shapes: hidden 2048, intermediate 768, 16 local experts of 64 (expert parallelism: about 3/4 of
 the pairs belong to other ranks), top_k 8, M in {1, 7, 64, 300} (+ M=1024 and 2100: 8192 and
@@ -25,8 +25,8 @@ pytestmark = [
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
 
-from benchmark_model_kernels.run.triton_moe import fused, tuning  # noqa: E402
-from benchmark_model_kernels.run.triton_moe import problem as pb  # noqa: E402
+from benchmark_model_kernels.kernels.triton_moe import fused, tuning  # noqa: E402
+from benchmark_model_kernels.kernels.triton_moe import problem as pb  # noqa: E402
 
 H, I, E_LOCAL, E_GLOBAL, TOP_K = 2048, 768, 16, 64, 8  # noqa: E741
 

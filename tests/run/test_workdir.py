@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.run import workdir as wd
 from helpers_runner import gemm_case, run_cases, settings
 

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import time
 
-from benchmark_model_kernels.cases.schema import Case
+from benchmark_model_kernels.core.case_schema import Case
+from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run.argv import driver_argv
 from benchmark_model_kernels.run.pool import WorkerPool
-from benchmark_model_kernels.run.results import RunSettings
 from helpers_processes import HANG_WITH_CHILD, children_of, requires_proc, wait_for_line, wait_gone
 from helpers_runner import FAKE_REPO, gemm_case, moe_case
 

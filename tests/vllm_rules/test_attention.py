@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.vllm_rules import attention
 
 

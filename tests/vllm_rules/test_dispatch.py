@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark_model_kernels.vllm_rules.dispatch import (
-    VLLM_DEFAULTS,
-    gpu_family,
-    is_vllm_default,
-    vllm_default,
-)
+from benchmark_model_kernels.vllm_rules.dispatch import VLLM_DEFAULTS, gpu_family, is_vllm_default, vllm_default
 
 
 def test_every_cell_has_one_answer():

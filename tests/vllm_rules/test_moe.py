@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import torch
 
-from benchmark_model_kernels.plan.schema import Routing
+from benchmark_model_kernels.core.plan_schema import Routing
 from benchmark_model_kernels.vllm_rules import moe
 
 

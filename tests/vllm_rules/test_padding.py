@@ -6,7 +6,7 @@ import doctest
 
 import pytest
 
-from benchmark_model_kernels.cases.schema import GemmShape, MoeShape
+from benchmark_model_kernels.core.case_schema import GemmShape, MoeShape
 from benchmark_model_kernels.vllm_rules import padding
 from benchmark_model_kernels.vllm_rules.padding import physical_gemm, physical_moe, round_up
 

@@ -6,7 +6,7 @@ import doctest
 
 import pytest
 
-from benchmark_model_kernels.errors import UsageError
+from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.vllm_rules import sharding
 
 

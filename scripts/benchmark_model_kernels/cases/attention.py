@@ -31,12 +31,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..errors import UsageError
+from ..core.case_schema import (
+    DEFAULT_KV_LENS,
+    DEFAULT_SWEEP,
+    KV_DTYPES,
+    NO_ATTENTION,
+    VLLM_BLOCK_SIZE,
+    AttentionShape,
+    AttentionSweep,
+    Case,
+    id_part,
+)
+from ..core.errors import UsageError
+from ..core.plan_schema import AttentionEntry, Plan
 from ..plan import memory
-from ..plan.schema import AttentionEntry, Plan
 from ..vllm_rules.dispatch import attention_default_match
 from .capabilities import HAND, Capabilities
-from .schema import KV_DTYPES, AttentionShape, Case, id_part
 
 DECODE = "BatchDecodeWithPagedKVCacheWrapper"
 PREFILL = "BatchPrefillWithPagedKVCacheWrapper"
@@ -44,12 +54,6 @@ RAGGED = "BatchPrefillWithRaggedKVCacheWrapper"
 MLA_DECODE = "BatchMLAPagedAttentionWrapper"
 ATTENTION_ROUTINES = (DECODE, PREFILL, RAGGED, MLA_DECODE)
 
-#: KV lengths a decode case reads when --kv_lens is not given: a short chat turn, a long one, and a
-#: long-context request.
-DEFAULT_KV_LENS = (1024, 8192, 32768)
-#: vLLM's default KV-cache block size (vllm/config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE = 16 at
-#: vLLM 0.33.0), the driver's --page_size.
-VLLM_BLOCK_SIZE = 16
 #: Backends of the driver's table that select another backend rather than being a kernel.
 SELECTORS = ("auto",)
 
@@ -137,28 +141,6 @@ NO_REFCHECK = ("not checked: the driver's attention --refcheck compares the back
 #: The driver times fa2 without a CUDA graph whatever the flags say (attention.py:1148, 1997, 2860,
 #: 3639: use_cuda_graph=... and cur_backend != "fa2").
 FA2_EAGER = f"the driver times fa2 without a CUDA graph ({_ATT}:1148)"
-
-
-@dataclass(frozen=True)
-class AttentionSweep:
-    """What the attention cases cover (the --kv_lens, --prefill_lens, --kv_dtypes, --page_size and
-    --no_attention flags)."""
-
-    kv_lens: tuple[int, ...] = DEFAULT_KV_LENS
-    """Cached tokens each decode sequence reads."""
-    prefill_lens: tuple[int, ...] = ()
-    """Prompt lengths of the prefill cases (none unless given)."""
-    kv_dtypes: tuple[str, ...] = KV_DTYPES
-    """KV-cache dtypes (KV_DTYPES)."""
-    page_size: int = VLLM_BLOCK_SIZE
-    """Tokens per KV page."""
-    enabled: bool = True
-    """False: no attention cases (--no_attention)."""
-
-
-#: The default sweep (the flags' defaults), and no attention cases at all.
-DEFAULT_SWEEP = AttentionSweep()
-NO_ATTENTION = AttentionSweep(enabled=False)
 
 
 def _positive_distinct(flag: str, values: Sequence[object], example: str) -> None:

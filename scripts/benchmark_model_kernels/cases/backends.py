@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.case_schema import Case
 from .capabilities import HAND, Capabilities
-from .schema import Case
 
 #: Backend label of the PyTorch baseline.
 TORCH = "torch"
-#: Backend label of this tool's Triton kernels of vLLM's designs (run/triton_backend.py).
+#: Backend label of this tool's Triton kernels of vLLM's designs (kernels/triton_ops.py).
 TRITON = "triton"
 #: Triton's FP8 `tl.dot` needs FP8 tensor cores: SM 8.9+.
 _TRITON_FP8 = (8, 9)
@@ -487,7 +487,7 @@ def shape_limit(case: "Case") -> str:
 
 
 #: FlashInfer ActivationType names (the Case's) the Triton fused-MoE kernel implements, and the
-#: kernel's own name for each (run/triton_moe/problem.py ACTIVATIONS).
+#: kernel's own name for each (kernels/triton_moe/problem.py ACTIVATIONS).
 TRITON_MOE_ACTIVATIONS = {
     "Swiglu": "silu_and_mul",
     "Geglu": "gelu_and_mul",

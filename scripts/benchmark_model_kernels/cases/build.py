@@ -1,6 +1,6 @@
 """Plan -> cases: every measurement to make for a plan, with vLLM's physical padding per backend.
 
-`build_cases` turns a Plan into Cases (`cases/schema.py`), applying vLLM's padding per backend
+`build_cases` turns a Plan into Cases (`core/case_schema.py`), applying vLLM's padding per backend
 (`vllm_rules/padding.py`) and deciding `skip_reason` up front for what the GPU or a known shape
 limit rules out (`cases/backends.py`), so no GPU time is spent on a cell whose answer is known.
 """
@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import replace as _replace
 from typing import Sequence
 
-from ..errors import UsageError
-from ..plan.schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
+from ..core.case_schema import DTYPES, MODES, Case, GemmShape, MoeShape
+from ..core.case_schema import id_part as _id_part
+from ..core.errors import UsageError
+from ..core.plan_schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 from ..vllm_rules.dispatch import default_match
 from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.padding import physical_gemm, physical_moe
@@ -20,8 +22,6 @@ from . import backends as bk
 from .attention import DEFAULT_SWEEP, AttentionSweep, attention_cases
 from .backends import DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
 from .capabilities import HAND, Capabilities
-from .schema import DTYPES, MODES, Case, GemmShape, MoeShape
-from .schema import id_part as _id_part
 
 #: FlashInfer `ActivationType` names at v0.6.17 (flashinfer/tllm_enums.py), InvalidType excluded.
 FLASHINFER_ACTIVATIONS = ("Gelu", "Relu", "Silu", "Swiglu", "Geglu", "SwigluBias", "Relu2",

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..files import digest_files, json_digest, python_files, write_text_atomic
+from ..core.files import digest_files, json_digest, python_files, write_text_atomic
 
 #: Compute capabilities the probe asks about (FlashInfer's driver table keys and every family its
 #: support checks name); a GPU outside them gets no verdict from FlashInfer.
@@ -176,7 +176,7 @@ def _read_answer(path: str) -> dict[str, Any] | None:
 def default_answer_dir() -> str:
     """$XDG_CACHE_HOME/benchmark-model-kernels/capabilities, or under ~/.cache: beside the result
     cache, and like it one folder per user shared by every workdir."""
-    from ..files import user_cache_dir
+    from ..core.files import user_cache_dir
 
     return user_cache_dir("capabilities")
 

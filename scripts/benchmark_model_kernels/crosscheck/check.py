@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan.schema import Plan
+from ..core.plan_schema import Plan
 from .compare import CrossCheckResult, compare, plan_side
 from .vllm_build import VllmRefused, build_vllm_model
 

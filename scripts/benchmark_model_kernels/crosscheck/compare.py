@@ -16,8 +16,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..core.plan_schema import MoeEntry, Plan, Routing
 from ..plan.merge import ranges
-from ..plan.schema import MoeEntry, Plan, Routing
 
 #: vLLM's MoEActivation value (vllm/model_executor/layers/fused_moe/activation.py: MoEActivation)
 #: -> the FlashInfer ActivationType name the plan uses (vllm_rules.moe.ACTIVATIONS).

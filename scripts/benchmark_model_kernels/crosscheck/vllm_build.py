@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 #: The vLLM release the rules in vllm_rules/ follow and the fidelity table was made with.
 VLLM_VERSION_FOLLOWED = "0.33.0"

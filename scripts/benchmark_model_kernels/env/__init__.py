@@ -1,4 +1,6 @@
-"""The machine a run happens on: `environment` records it (GPU, versions, timer) into results.json,
-and `doctor` (scripts/check_env.py) checks it is ready before a run. Both read the run stage's
-timer and settings; the runner receives `environment.collect` from the CLIs.
+"""Floor 1, env: probes of the machine, nothing timed.
+
+`versions` reads installed distributions and the FlashInfer checkout (its release, its driver);
+`gpu` reads the GPU through NVML, torch and the CUDA toolchain. The environment record and the
+doctor that use them are in `doctor/`.
 """

@@ -19,8 +19,6 @@ import sys
 import time
 from typing import Any, Callable
 
-from ..run.results import RunSettings
-from ..run.timing import bench
 from .versions import dist_version
 
 #: A GPU busier than this (percent, max of a few samples) is not idle.
@@ -341,41 +339,6 @@ def torch_cuda(index: int = 0) -> dict[str, Any]:
                 out["sm_count"] = int(torch.cuda.get_device_properties(index).multi_processor_count)
             else:
                 out["error"] = f"torch sees {out['device_count']} GPU(s); there is no GPU {index}"
-    except Exception as e:
-        out["error"] = f"{type(e).__name__}: {e}"
-    return out
-
-
-# --------------------------------------------------------------------------- timer probe
-
-
-def probe_timer(index: int = 0) -> dict[str, Any]:
-    """Time a tiny BF16 matmul through `timing.bench` (FlashInfer's `bench_gpu_time` with CUPTI on,
-    exactly as every row is timed) and report which timer really ran.
-
-    FlashInfer warns and silently falls back to CUDA events / CUDA graphs when `cupti` cannot be
-    imported; `timing.bench` records that warning. Returns {"timer": "cupti" | "cuda_graph" |
-    "cuda_events" | None, "median_us", "warning", "error"}.
-    """
-    out: dict[str, Any] = {"timer": None, "median_us": None, "warning": None, "error": None}
-    try:
-        import torch
-
-    except Exception as e:
-        out["error"] = f"cannot import torch: {type(e).__name__}: {e}"
-        return out
-    try:
-        if not torch.cuda.is_available():
-            out["error"] = "torch.cuda.is_available() is False"
-            return out
-        dev = torch.device("cuda", index)
-        a = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
-        b = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
-        settings = RunSettings(dry_run_iters=3, num_iters=10)  # runs' defaults otherwise
-        m = bench(torch.matmul, settings, input_args=(a, b))
-        out["timer"] = m.timer
-        out["median_us"] = round(m.median_us, 3)
-        out["warning"] = m.note or None
     except Exception as e:
         out["error"] = f"{type(e).__name__}: {e}"
     return out

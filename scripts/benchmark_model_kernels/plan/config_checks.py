@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError, shown_value
+from ..core.errors import UsageError, shown_value
 from ..vllm_rules.required_keys import DERIVED_WHEN_ABSENT, NEUTRAL_DEFAULTS, RELIED_ON_DEFAULTS, Key, alternatives
 
 #: Sub-objects of a multimodal config.json that hold the language model's keys.

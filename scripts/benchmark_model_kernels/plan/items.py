@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import AttentionEntry, MixerNotTimed, Routing, Unsupported
+from ..core.plan_schema import AttentionEntry, MixerNotTimed, Routing, Unsupported
 
 #: (out features, in features, has bias) of one Linear, as the model stores it (not yet per rank).
 Dims = tuple[int, int, bool]

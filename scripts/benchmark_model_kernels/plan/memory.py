@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..core.plan_schema import AttentionEntry, GemmEntry, MoeEntry, Plan
 from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.sharding import pad_vocab
-from .schema import AttentionEntry, GemmEntry, MoeEntry, Plan
 
 #: Weight recipes (cases.schema.DTYPES).
 RECIPES = ("bf16", "fp8", "nvfp4")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
+from ..core.plan_schema import AttentionEntry, GemmEntry, MixerNotTimed, MoeEntry, Unsupported
 from .items import LayerPlan
-from .schema import AttentionEntry, GemmEntry, MixerNotTimed, MoeEntry, Unsupported
 
 #: Display order of GEMM roles (prefix match); unknown roles go last but before lm_head.
 ROLE_ORDER = ("mla.", "indexer.", "qkv_proj", "q_proj", "gdn.", "mamba.", "short_conv.", "o_proj", "gate_up_proj",

@@ -9,7 +9,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 #: model_type -> native model_type with the same layer layout. Applied only when transformers has
 #: no native class for the type; the preview notes it.

@@ -15,8 +15,8 @@ import json
 import os
 from typing import Any
 
-from ..files import digest_files, json_digest, python_files
-from .schema import Plan, PlanError
+from ..core.files import digest_files, json_digest, python_files
+from ..core.plan_schema import Plan, PlanError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The code a plan depends on, relative to the package.
@@ -26,7 +26,7 @@ KEY_FORMAT = 1
 
 def default_plan_dir() -> str:
     """$XDG_CACHE_HOME/benchmark-model-kernels/plans, or under ~/.cache (beside the result cache)."""
-    from ..files import user_cache_dir
+    from ..core.files import user_cache_dir
 
     return user_cache_dir("plans")
 
@@ -58,7 +58,7 @@ def read_kept(folder: str, key: str) -> Plan | None:
 
 def keep(folder: str, key: str, plan: Plan) -> None:
     """Keep `plan` under `key`; a folder that cannot be written only costs the next run the time."""
-    from ..files import write_text_atomic
+    from ..core.files import write_text_atomic
 
     try:
         os.makedirs(folder, exist_ok=True)

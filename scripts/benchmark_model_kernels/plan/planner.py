@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import UsageError
+from ..core.errors import UsageError
+from ..core.plan_schema import ModelInfo, Plan, Unsupported
 from ..vllm_rules import moe as vllm_moe
 from ..vllm_rules import sharding
 from ..vllm_rules.architectures import vllm_refusal
@@ -26,7 +27,6 @@ from ..vllm_rules.required_keys import alternatives, family_keys, plan_keys
 from . import config_checks, roles
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
 from .merge import merge, merge_mixers, ranges
-from .schema import ModelInfo, Plan, Unsupported
 
 #: Sub-module name fragments of vision/audio towers (never planned).
 TOWER_MARKERS = ("vision", "audio", "visual", "multi_modal_projector", "mm_projector", "image_newline")

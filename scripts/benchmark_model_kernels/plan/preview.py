@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..core.plan_schema import AttentionEntry, MoeEntry, Plan, Routing
 from ..vllm_rules.attention import kv_head_replicas
 from . import memory
-from .schema import AttentionEntry, MoeEntry, Plan, Routing
 
 #: Bytes per K/V cache element of each KV dtype the preview states (BF16 and FP8 e4m3).
 KV_BYTES = memory.KV_DTYPE_BYTES

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..core.plan_schema import AttentionEntry, MixerNotTimed, Unsupported
 from ..vllm_rules import attention as vllm_attention
 from ..vllm_rules import moe as vllm_moe
 from ..vllm_rules import sharding
 from ..vllm_rules.config import config_value
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
-from .schema import AttentionEntry, MixerNotTimed, Unsupported
 
 #: Leaf names of attention output projections.
 ATTN_OUT = ("o_proj", "dense", "out_proj", "c_proj", "wo")

@@ -1,6 +1,6 @@
 """Stage 4, report: results.json -> report.md and figures (`scripts/report.py`).
 
-Reads workdirs through the results schema (`run/results.py`) and the plan recorded in them,
+Reads workdirs through the results schema (`core/results_schema.py`) and the plan recorded in them,
 analyses per module, per-step roll-ups and crossovers, and renders Markdown and PNG figures.
 Nothing here measures; it never changes a results.json. One way, module by module:
   cells.py     rows -> the best cell of one (module, M, recipe, basis); the vocabulary (each

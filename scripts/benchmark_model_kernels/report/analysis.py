@@ -1,6 +1,6 @@
 """One workdir analysed: what the report shows, computed from one parsed results.json.
 
-In: a results dict (as `run/results.py` loads it; its "plan" read through `plan/schema.py`'s
+In: a results dict (as `core/results_schema.py` loads it; its "plan" read through `core/plan_schema.py`'s
 `Plan.from_dict`; rows that predate a field get it from `row_facts.py`). Out: an `Analysis`: the
 plan's modules (`Entry`), their cells per M and recipe (each FP8 scheme its own recipe; the rules
 are in `cells.py`, re-exported here), per-step roll-ups (`Rollup`, each computed once) on the
@@ -17,11 +17,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .. import __version__
 from ..cases.backends import TRITON
-from ..env.environment import version_warnings
-from ..plan.schema import Plan
-from ..run.results import Row
+from ..core.plan_schema import Plan
+from ..core.results_schema import Row
+from ..core.version import __version__
+from ..doctor.environment import version_warnings
 from ..vllm_rules.dispatch import VllmDefault, gpu_family, vllm_default
 from ..vllm_rules.layers import kept_in_bf16
 from .attention import AttentionView
@@ -407,7 +407,7 @@ class Analysis:
         return counts
 
     def _version_warnings(self, recorded: list[str]) -> list[str]:
-        """The wheel-vs-checkout warning of env/environment.py, for results whose environment did
+        """The wheel-vs-checkout warning of doctor/environment.py, for results whose environment did
         not record it (older or hand-made files): judged by the same rule, never a second copy."""
         env = self.results.get("environment") or {}
         versions = env.get("versions") if isinstance(env.get("versions"), dict) else {}

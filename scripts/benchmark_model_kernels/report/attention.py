@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..plan.schema import Plan
-from ..run.results import Row
+from ..core.plan_schema import Plan
+from ..core.results_schema import Row
 from ..vllm_rules.dispatch import vllm_attention_default
 from .cells import Cell, best_cell
 

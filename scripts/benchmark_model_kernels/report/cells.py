@@ -1,4 +1,4 @@
-"""The vocabulary and the rules of one report cell: pure functions of `run/results.py` Rows.
+"""The vocabulary and the rules of one report cell: pure functions of `core/results_schema.py` Rows.
 
 In: the rows of one (module, M, recipe). Out: the best backend's `Cell` on a cost basis (QUANT:
 kernel + activation quantization where measured; KERNEL: kernel only; VLLM: the best of the rows
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..run.results import Row
+from ..core.results_schema import Row
 
 #: Recipes in display order; others found in results are appended after these. FP8 is three
 #: recipes: the scale layout (vllm_rules/quant_config.py FP8_SCHEMES) picks a different kernel in

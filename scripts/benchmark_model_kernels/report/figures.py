@@ -17,7 +17,7 @@ import os
 import textwrap
 from typing import Sequence
 
-from ..files import write_bytes_atomic
+from ..core.files import write_bytes_atomic
 from .analysis import (
     ATTN,
     BASELINE,

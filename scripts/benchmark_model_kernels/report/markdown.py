@@ -14,7 +14,7 @@ import os
 import shlex
 from typing import Sequence
 
-from ..run.results import RESULTS_JSON, Row, derived_run_id
+from ..core.results_schema import RESULTS_JSON, Row, derived_run_id
 from ..vllm_rules.dispatch import vllm_attention_default
 from ..vllm_rules.layers import KEPT_IN_BF16, kept_in_bf16
 from .analysis import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.plan_schema import Plan
 from ..plan import memory
-from ..plan.schema import Plan
 from .analysis import plan_of
 from .cells import BASELINE, recipe_dtype
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..run.results import Row
+from ..core.results_schema import Row
 from .analysis import Analysis
 from .cells import backend_label, has_time, recipe_label, recipe_of
 from .md_text import fmt_us as _fmt

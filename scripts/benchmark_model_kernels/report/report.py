@@ -1,6 +1,6 @@
 """The report CLI (`scripts/report.py`, `benchmark-report`): workdirs in, report.md and PNG figures out.
 
-In: one or several benchmark workdirs, each holding a results.json (read through `run/results.py`,
+In: one or several benchmark workdirs, each holding a results.json (read through `core/results_schema.py`,
 checked here so bad input is one `error:` line). Out: report.md (`markdown.py`) and fig_*.png
 (`figures.py`) of each workdir's `Analysis` (`analysis.py`), in the workdir itself or --out DIR;
 a results.json is never modified, and a report.md that report.py did not write is never replaced
@@ -17,9 +17,9 @@ import json
 import os
 from typing import Any, Sequence
 
-from ..errors import OneLineArgumentParser, UsageError, cli_main
-from ..files import is_disk_full, path_arg, write_text_atomic
-from ..run.results import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, validate_results
+from ..core.errors import OneLineArgumentParser, UsageError, cli_main
+from ..core.files import is_disk_full, path_arg, write_text_atomic
+from ..core.results_schema import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, validate_results
 from ..run.workdir import is_tool_workdir
 from . import figures
 from .analysis import Analysis, plan_of, run_labels

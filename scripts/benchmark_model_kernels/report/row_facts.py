@@ -1,6 +1,6 @@
 """Facts a results row carries today, filled in for rows written before they were recorded.
 
-In: a parsed results.json. Out: its Rows (`run/results.py`) with `scheme`, `vllm_default`,
+In: a parsed results.json. Out: its Rows (`core/results_schema.py`) with `scheme`, `vllm_default`,
 (MoE) `num_tokens` and `mode` present. A row that recorded a field keeps it; a row whose dict lacks
 the key gets it by the rule the runner applies now (`cases.backends.scheme_of`,
 `vllm_rules.dispatch.default_match` for the compute capability the environment recorded), an
@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..cases.backends import scheme_of
+from ..core.plan_schema import Plan
+from ..core.results_schema import Row, row_from_dict
 from ..env.gpu import parse_compute_capability
-from ..plan.schema import Plan
-from ..run.results import Row, row_from_dict
 from ..vllm_rules.dispatch import default_match
 
 #: The scheme assumed where the plan names none: vLLM's online FP8 of a BF16 checkpoint.

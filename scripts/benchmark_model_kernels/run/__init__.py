@@ -1,9 +1,11 @@
-"""Stage 3, run: Cases -> timed rows in results.json (+ CSV, testlist, driver log).
+"""Floor 6, run: Cases -> timed rows in results.json (+ CSV, testlist, driver log).
 
 `flags` turns the run flags into a `RunRequest`; `runner` drives the loop over a workdir
-(`workdir`: its files; `progress`: the ETA line); `pool` keeps `worker` processes that run
-FlashInfer's own benchmark driver in-process (`argv` builds its command line, `outcome` reads what
-came back); `torch_backend` and `quant_timing` time the rest with the same `timing.bench`;
-`roofline` annotates each row; `results` is the results schema the report reads.
-Out: `results.json`, read by `report/`.
+(`workdir`: its files and lock; `phases`: the plan-cases-run steps; `progress`: the ETA line;
+`interrupts` and `lifetime`: signals and the worker's group guard); `pool` keeps `worker`
+processes that run FlashInfer's own benchmark driver in-process (`argv` builds its command line,
+`driver_capture` reads its timings, `outcome` turns what came back into a row) and the tool's own
+kernels (`kernels/`); `devices` picks the GPUs, `launcher` runs a sweep locally or through Slurm,
+`cache` is the result cache shared across runs, `autotune_file` guards FlashInfer's autotune
+cache, `roofline` annotates each row. Out: `results.json`, read by `report/`.
 """

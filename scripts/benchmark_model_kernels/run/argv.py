@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..cases.attention import ATTENTION_ROUTINES
-from ..cases.schema import Case, GemmShape
-from .correctness import DRIVER_REFCHECK
-from .results import RunSettings
+from ..core.case_schema import Case, GemmShape
+from ..core.results_schema import RunSettings
+from ..kernels.correctness import DRIVER_REFCHECK
 
 #: Driver routines whose autotuned FlashInfer op tunes on the token count M (the rows of its first
 #: input) at buckets that END at the call's own M and maps M to bucket M: get_hybrid_num_tokens_buckets

@@ -38,13 +38,13 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..cases.schema import Case
-from ..files import digest_files, json_digest, python_files, write_bytes_atomic
+from ..core.case_schema import Case
+from ..core.files import digest_files, json_digest, python_files, write_bytes_atomic
+from ..core.results_schema import UNTIMED_SETTINGS, RunSettings, timing_settings
+from ..kernels.quant_timing import quant_spec
+from ..kernels.timing import UnsupportedCase
 from .argv import case_settings
 from .outcome import Outcome
-from .quant_timing import quant_spec
-from .results import UNTIMED_SETTINGS, RunSettings, timing_settings
-from .timing import UnsupportedCase
 
 CACHE_FORMAT = 1
 #: Case fields that label a row and never change its number.
@@ -52,20 +52,20 @@ LABEL_FIELDS = ("case_id", "name", "modules", "layers", "vllm_default", "skip_re
 #: Machine fields without which nothing is cached: a number from an unknown GPU or stack must
 #: never be served for another.
 REQUIRED_MACHINE = ("gpu", "compute_capability", "driver", "torch")
-#: Modules (under run/) whose code times the jobs this tool runs itself.
+#: Modules (under kernels/) whose code times the jobs this tool runs itself.
 TIMING_CODE = {
-    "torch": ("timing.py", "torch_backend.py"),
+    "torch": ("timing.py", "torch_ops.py"),
     "quant": ("timing.py", "quant_timing.py"),
-    "triton": ("timing.py", "triton_backend.py", "triton_tuning.py", "triton_fp8_gemm.py", "triton_moe"),
+    "triton": ("timing.py", "triton_ops.py", "triton_tuning.py", "triton_fp8_gemm.py", "triton_moe"),
 }
-_RUN_DIR = os.path.dirname(os.path.abspath(__file__))
-#: How torch_backend, triton_backend and quant_timing end a case when torch sees no CUDA device.
+_KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
+#: How torch_ops, triton_ops and quant_timing end a case when torch sees no CUDA device.
 NO_GPU_SEEN = "needs a CUDA GPU; none is visible"
 
 
 def default_cache_dir() -> str:
     """$XDG_CACHE_HOME/benchmark-model-kernels/results, or ~/.cache/benchmark-model-kernels/results."""
-    from ..files import user_cache_dir
+    from ..core.files import user_cache_dir
 
     return user_cache_dir("results")
 
@@ -101,7 +101,7 @@ def code_digest(job: str) -> str:
     """Digest of the code that times `job` in this tool ("" for the driver's jobs)."""
     if job not in TIMING_CODE:
         return ""
-    return digest_files(python_files(_RUN_DIR, TIMING_CODE[job]), _RUN_DIR)
+    return digest_files(python_files(_KERNELS_DIR, TIMING_CODE[job]), _KERNELS_DIR)
 
 
 def key_record(machine: dict[str, Any], case: Case, job: str, settings: RunSettings, code: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 #: Reads the model names of the given CUDA device numbers (NVML; replaceable for tests).
 NameReader = Callable[[list[int]], list[str]]

@@ -7,7 +7,7 @@ FlashInfer's benchmark driver (v0.6.17) times each backend with `bench_gpu_time`
 worker runs the driver in-process, so `capture_bench_calls` wraps the `bench_gpu_time` name the
 routine modules imported and records what each call returned, unchanged, and passes it on: the
 driver computes its median from the very same list. Without CUDA graphs it also counts the
-launches of the timed function (run/launches.py), after the timing.
+launches of the timed function (kernels/launches.py), after the timing.
 
 In the parent, `driver_spread` turns the recorded calls into the row's samples, or the exact
 reason there are none (no call recorded, several calls, a median that is not the CSV's).
@@ -58,7 +58,7 @@ def _recording(original: Any, calls: list[dict[str, Any]], count_eager_launches:
         call: dict[str, Any] = {"samples_ms": [float(t) for t in times], "cuda_graph": graph,
                                 "launches_per_call": None, "launch_note": ""}
         if count_eager_launches and not graph:
-            from .launches import count_launches
+            from ..kernels.launches import count_launches
 
             fn = kwargs.get("fn", args[0] if args else None)
             count = count_launches(fn, tuple(kwargs.get("input_args") or ()), kwargs.get("input_kwargs"))

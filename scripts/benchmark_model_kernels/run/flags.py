@@ -17,15 +17,15 @@ from ..cases.attention import DEFAULT_KV_LENS, VLLM_BLOCK_SIZE, AttentionSweep, 
 from ..cases.backends import TORCH, TRITON, backend_names
 from ..cases.build import check_filters
 from ..cases.capabilities import HAND, load_capabilities
-from ..cases.schema import DTYPES, KV_DTYPES, MODES
+from ..core.case_schema import DTYPES, KV_DTYPES, MODES
+from ..core.errors import UsageError
+from ..core.files import path_arg
+from ..core.results_schema import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
 from ..env.versions import flashinfer_wheel
-from ..errors import UsageError
-from ..files import path_arg
 from . import devices
 from .autotune_file import stale_reason
 from .cache import default_cache_dir
 from .pool import has_driver
-from .results import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_resume_settings, check_workdir
 
 #: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"

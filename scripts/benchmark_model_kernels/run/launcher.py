@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
 
-from ..errors import UsageError
+from ..core.errors import UsageError
+from ..core.results_schema import RESULTS_JSON
 from .interrupts import interrupt_exit_code, stop_signals_raise
 from .pool import SCRIPTS_DIR
-from .results import RESULTS_JSON
 from .workdir import SLURM_LOGS
 
 LAUNCHERS = ("here", "slurm")

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cases.attention import ATTENTION_ROUTINES, NO_REFCHECK
-from ..cases.schema import AttentionShape, Case, GemmShape, MoeShape
-from .correctness import DRIVER_REFCHECK
+from ..core.case_schema import AttentionShape, Case, GemmShape, MoeShape
+from ..core.results_schema import Row, RunSettings
+from ..kernels.correctness import DRIVER_REFCHECK
+from ..kernels.timing import cupti_fallback_in, cupti_fallback_reason, percentiles
 from .driver_capture import driver_spread
-from .results import Row, RunSettings
-from .timing import cupti_fallback_in, cupti_fallback_reason, percentiles
 
 _NO_BACKENDS = re.compile(r"\[ERROR\] No backends (?:passed validation|to test)\. Exiting\.")
 _DOES_NOT_SUPPORT = re.compile(r"\[INFO\] (\S+) backend does not support (this configuration: .*|autotune)")
@@ -347,13 +347,13 @@ def classify_driver_case(
 #:   median_us, std_us  float, microseconds
 #:   timer              "cupti", "cuda_events" or "cuda_graph": what produced the numbers
 #:   note               remarks joined with "; ", for the row's reason: what the timed op did
-#:                      (run/triton_backend.py `_time_tuned`: "tiles from the cache: <tiles>" or
-#:                      "tiles searched over N configs: <tiles>"; run/torch_backend.py MoE: "no
+#:                      (kernels/triton_ops.py `_time_tuned`: "tiles from the cache: <tiles>" or
+#:                      "tiles searched over N configs: <tiles>"; kernels/torch_ops.py MoE: "no
 #:                      (token, expert) pair of the seeded routing reached this rank's ..."), and
 #:                      last, from `timing.bench`, FlashInfer's CUPTI-fallback warning, which is
 #:                      evidence for the timer, not a remark (`split_measurement_note`)
 #:   samples_us         per-iteration times, microseconds
-#:   launches_per_call  eager cases: launches of one call (run/launches.py), else null
+#:   launches_per_call  eager cases: launches of one call (kernels/launches.py), else null
 #:   check              correctness.CheckResult.fields of the extra checked call, {} when none
 MEASUREMENT_KEYS = ("median_us", "std_us", "timer", "note", "samples_us", "launches_per_call", "check")
 

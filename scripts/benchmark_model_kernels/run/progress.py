@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..cases.schema import AttentionShape, Case
-from .results import Row
+from ..core.case_schema import AttentionShape, Case
+from ..core.results_schema import Row
 
 
 def _clock(seconds: float) -> str:

@@ -27,31 +27,14 @@ import time
 from dataclasses import asdict, replace
 from typing import Any, Callable, Iterable, TextIO
 
-from .. import __version__
 from ..cases import build as case_building
 from ..cases.attention import DEFAULT_SWEEP, AttentionSweep, mark_unfit
 from ..cases.capabilities import HAND, Capabilities, default_answer_dir, load_capabilities
-from ..cases.schema import Case
-from ..errors import UsageError, cli_main
-from ..files import disk_full_as_usage_error, write_text_atomic
-from ..plan.schema import Plan
-from . import phases, roofline
-from .argv import case_settings, driver_argv, tuning_buckets
-from .cache import ResultCache, machine_fingerprint, missing_machine_fields
-from .flags import Gpu, RunRequest, validate_args
-from .interrupts import interrupt_exit_code, interrupt_signal, stop_signals_raise
-from .outcome import (
-    Outcome,
-    WorkerReply,
-    classify_driver_case,
-    classify_python_case,
-    read_driver_csv,
-    row_from_case,
-)
-from .pool import WorkerPool, no_download_note
-from .progress import EtaEstimator, progress_line
-from .quant_timing import QUANT_TIMING_NOTE
-from .results import (
+from ..core.case_schema import Case
+from ..core.errors import UsageError, cli_main
+from ..core.files import disk_full_as_usage_error, write_text_atomic
+from ..core.plan_schema import Plan
+from ..core.results_schema import (
     RESULTS_CSV,
     RESULTS_JSON,
     RESULTS_SCHEMA_VERSION,
@@ -63,7 +46,17 @@ from .results import (
     new_run_id,
     run_facts,
 )
-from .timing import sum_percentiles
+from ..core.version import __version__
+from ..kernels.quant_timing import QUANT_TIMING_NOTE
+from ..kernels.timing import sum_percentiles
+from . import phases, roofline
+from .argv import case_settings, driver_argv, tuning_buckets
+from .cache import ResultCache, machine_fingerprint, missing_machine_fields
+from .flags import Gpu, RunRequest, validate_args
+from .interrupts import interrupt_exit_code, interrupt_signal, stop_signals_raise
+from .outcome import Outcome, WorkerReply, classify_driver_case, classify_python_case, read_driver_csv, row_from_case
+from .pool import WorkerPool, no_download_note
+from .progress import EtaEstimator, progress_line
 from .workdir import (
     CASE_DIR,
     DRIVER_LOG,
@@ -241,7 +234,7 @@ class Runner:
             elif argv:
                 log.write(f"$ flashinfer_benchmark.py {shlex.join(argv)}\n")
             elif not case.skip_reason:
-                what = "quant_timing.measure_quant" if case.with_quant else "torch_backend.run_case"
+                what = "quant_timing.measure_quant" if case.with_quant else "torch_ops.run_case"
                 log.write(f"$ {what}({case.routine} {case.variant or ''}".rstrip() + ")\n")
             log.write(text if text.endswith("\n") or not text else text + "\n")
             log.write(f"===== END {case.case_id}: {row.status}"

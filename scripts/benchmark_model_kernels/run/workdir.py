@@ -37,12 +37,20 @@ import tempfile
 from dataclasses import asdict, replace
 from typing import Any, Iterable, Iterator, Sequence, TextIO
 
-from ..cases.schema import Case
-from ..errors import UsageError
-from ..files import copy_file_atomic, write_text_atomic
+from ..core.case_schema import Case
+from ..core.errors import UsageError
+from ..core.files import copy_file_atomic, write_text_atomic
+from ..core.results_schema import (
+    RESULTS_JSON,
+    Row,
+    RunSettings,
+    load_results,
+    rows_of,
+    settings_differences,
+    validate_results,
+)
 from .argv import driver_argv
 from .outcome import Outcome, row_from_case
-from .results import RESULTS_JSON, Row, RunSettings, load_results, rows_of, settings_differences, validate_results
 
 TESTLIST = "testlist.txt"
 CASES_JSON = "cases.json"

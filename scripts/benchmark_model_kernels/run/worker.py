@@ -36,12 +36,13 @@ import traceback
 import warnings
 from typing import Any
 
-from ..cases.schema import Case
-from . import lifetime, quant_timing, torch_backend, triton_backend
+from ..core.case_schema import Case
+from ..core.results_schema import RunSettings
+from ..kernels import quant_timing, torch_ops, triton_ops
+from ..kernels.timing import UnsupportedCase
+from . import lifetime
 from .driver_capture import capture_bench_calls
 from .outcome import RETRY_MARKER
-from .results import RunSettings
-from .timing import UnsupportedCase
 
 #: Exception text that means the CUDA context is unusable for every later case.
 _POISON_MARKERS = (
@@ -150,9 +151,9 @@ def _run_python_case(req: dict[str, Any]) -> dict[str, Any]:
         if req["job"] == "quant":
             m = quant_timing.measure_quant(case, settings)
         elif req["job"] == "triton":
-            m = triton_backend.run_case(case, settings)
+            m = triton_ops.run_case(case, settings)
         else:
-            m = torch_backend.run_case(case, settings)
+            m = torch_ops.run_case(case, settings)
     except UnsupportedCase as e:
         print(f"[bmk-worker] unsupported: {e}")
         return {"unsupported": str(e)}

@@ -5,6 +5,6 @@ rank's experts start), `moe` (which layers are MoE, the experts' activation, the
 `padding` (the physical shape vLLM gives each backend's kernel, and vLLM's own limits), `layers`
 (which layers keep BF16 under every recipe), `dispatch` (which kernel vLLM runs by default per
 GPU, recipe and FP8 scheme), `config` (one config field under its several spellings). They read
-only the schemas (`plan/schema.py`, `cases/schema.py`) and are documented in
+only the schemas (`core/plan_schema.py`, `core/case_schema.py`) and are documented in
 references/sharding.md and references/padding.md.
 """

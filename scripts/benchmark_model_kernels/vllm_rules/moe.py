@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan.schema import Routing
+from ..core.plan_schema import Routing
 from .config import config_value
 
 #: model_type -> vLLM's rule for which decoder layers are MoE (the rest run a dense MLP):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..cases.schema import GemmShape, MoeShape
+from ..core.case_schema import GemmShape, MoeShape
 
 #: Padding for every backend of a routine.
 ALL_BACKENDS: tuple[str, ...] = ()

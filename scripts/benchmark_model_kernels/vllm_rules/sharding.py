@@ -11,7 +11,7 @@ naming the field that does not divide.
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 
 #: vLLM pads the vocabulary to a multiple of this before splitting it by TP
 #: (vllm/model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE).

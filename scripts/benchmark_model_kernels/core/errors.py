@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any, Callable, NoReturn
 
-from . import __version__
+from .version import __version__
 
 EXIT_USAGE = 2
 

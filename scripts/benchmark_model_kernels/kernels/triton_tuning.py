@@ -1,6 +1,6 @@
 """Tile-config search and the JSON config cache shared by the project's Triton kernels.
 
-Both the fused MoE (`run/triton_moe/`) and the block-FP8 GEMM (`run/triton_fp8_gemm.py`) take a
+Both the fused MoE (`kernels/triton_moe/`) and the block-FP8 GEMM (`kernels/triton_fp8_gemm.py`) take a
 config of the same six keys (vLLM's tuned-JSON names). In: a kernel's `build(config) -> (fn,
 args)`, its candidate configs and a `timer(fn, args) -> time`; out: the fastest config, which the
 cache stores as one JSON file per key (`<cache_dir>/<key>.json`, written atomically). A missing,
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ..files import write_json_atomic
+from ..core.files import write_json_atomic
 
 #: Keys of a kernel config, as in vLLM's tuned JSON files.
 CONFIG_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")

@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..plan.schema import Routing
+from .plan_schema import Routing
 
 KINDS = ("gemm", "moe", "attention")
 #: Timing modes: "graph" replays the op in a CUDA graph (launch overhead hidden, how vLLM runs
@@ -26,6 +26,14 @@ KV_DTYPES = ("bf16", "fp8")
 #: Attention phases: "decode" (M sequences, one new token each, over kv_len cached tokens) and
 #: "prefill" (one sequence of L tokens, causal).
 PHASES = ("decode", "prefill")
+
+
+#: KV lengths a decode case reads when --kv_lens is not given: a short chat turn, a long one, and a
+#: long-context request.
+DEFAULT_KV_LENS = (1024, 8192, 32768)
+#: vLLM's default KV-cache block size (vllm/config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE = 16 at
+#: vLLM 0.33.0), the driver's --page_size.
+VLLM_BLOCK_SIZE = 16
 
 
 def id_part(text: str) -> str:
@@ -194,3 +202,25 @@ class Case:
         for key in ("modules", "driver_args"):
             d[key] = tuple(d.get(key) or ())
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class AttentionSweep:
+    """What the attention cases cover (the --kv_lens, --prefill_lens, --kv_dtypes, --page_size and
+    --no_attention flags)."""
+
+    kv_lens: tuple[int, ...] = DEFAULT_KV_LENS
+    """Cached tokens each decode sequence reads."""
+    prefill_lens: tuple[int, ...] = ()
+    """Prompt lengths of the prefill cases (none unless given)."""
+    kv_dtypes: tuple[str, ...] = KV_DTYPES
+    """KV-cache dtypes (KV_DTYPES)."""
+    page_size: int = VLLM_BLOCK_SIZE
+    """Tokens per KV page."""
+    enabled: bool = True
+    """False: no attention cases (--no_attention)."""
+
+
+#: The default sweep (the flags' defaults), and no attention cases at all.
+DEFAULT_SWEEP = AttentionSweep()
+NO_ATTENTION = AttentionSweep(enabled=False)

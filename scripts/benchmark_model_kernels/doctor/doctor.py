@@ -18,12 +18,12 @@ from typing import Any, Callable, Sequence
 
 from ..cases.backends import BACKEND_NAMES, BACKENDS, backend_names, capability_reason
 from ..cases.capabilities import load_capabilities
-from ..errors import OneLineArgumentParser, UsageError, cli_main
-from ..files import path_arg
+from ..core.errors import OneLineArgumentParser, UsageError, cli_main
+from ..core.files import path_arg
+from ..env import gpu as gpu_probes
+from ..env import versions
 from ..run.pool import no_download_state
 from . import environment as envmod
-from . import gpu as gpu_probes
-from . import versions
 
 #: The backend whose compiler the tileiras check looks for.
 CUTILE = next(s for s in BACKENDS if s.backend == "cutile")
@@ -419,7 +419,7 @@ def check_arch_list(env: dict[str, str], gpu: dict[str, Any]) -> Check:
 
 
 def gather(flashinfer_repo: str | None, gpu_index: int,
-           probe_timer: Callable[[int], dict[str, Any]] = gpu_probes.probe_timer) -> dict[str, Any]:
+           probe_timer: Callable[[int], dict[str, Any]] = envmod.probe_timer) -> dict[str, Any]:
     """Run every probe (NVML first, before this process creates a CUDA context)."""
     gpu = gpu_probes.gpu_info(gpu_index)
     probes: dict[str, Any] = {

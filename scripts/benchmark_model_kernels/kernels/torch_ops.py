@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..cases.schema import Case, GemmShape, MoeShape
+from ..core.case_schema import Case, GemmShape, MoeShape
 from . import correctness
 from .timing import Measurement, UnsupportedCase, bench
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import MISSING, Field, asdict, dataclass, fields
 from typing import Any
 
-from ..errors import UsageError, shown_value
+from .errors import UsageError, shown_value
 
 PLAN_SCHEMA_VERSION = 1
 

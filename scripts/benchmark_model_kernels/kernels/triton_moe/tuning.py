@@ -2,7 +2,7 @@
 
 In: a scheme and the shape's token count (with top_k and local experts, the expected pairs per
 expert); out: config dicts of `triton_tuning.CONFIG_KEYS`. The search itself and the JSON cache
-are `run/triton_tuning.py`'s (`search_config`, `load_cached_config`, `store_config`); this
+are `kernels/triton_tuning.py`'s (`search_config`, `load_cached_config`, `store_config`); this
 module's `config_key` names a shape's cache entry.
 """
 

@@ -9,7 +9,7 @@ imported lazily, on first use):
   `reference_moe` (fp32 PyTorch) and `hbm_floor_bytes` (the roofline floor).
 * `tuning`: (scheme, M, top_k, local experts) -> `config_space` / `default_config`, config dicts
   of six ints checked by `validate_config`; `config_key` names a tuned shape in the JSON cache of
-  `run/triton_tuning.py`, which also does the search (`search_config`).
+  `kernels/triton_tuning.py`, which also does the search (`search_config`).
 * `fused`: (problem, inputs, config) -> `make_fused_moe` -> (fn, args); fn(*args) returns the
   [M, H] BF16 output of the whole expert computation, as vLLM's `fused_experts_impl` does:
   1. align: the M*top_k (token, expert) pairs are grouped per LOCAL expert, each group padded to

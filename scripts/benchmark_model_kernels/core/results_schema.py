@@ -39,16 +39,15 @@ import secrets
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
 
-from ..cases.attention import DEFAULT_KV_LENS, VLLM_BLOCK_SIZE, AttentionSweep
-from ..cases.schema import KV_DTYPES
-from ..errors import shown_value
-from ..plan.schema import PlanError, validate_plan_dict
+from .case_schema import DEFAULT_KV_LENS, KV_DTYPES, VLLM_BLOCK_SIZE, AttentionSweep
+from .errors import shown_value
+from .plan_schema import PlanError, validate_plan_dict
 
 RESULTS_SCHEMA_VERSION = 1
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "combined_results.csv"
 #: "incorrect": timed, but the output missed its reference beyond the recipe's tolerance
-#: (run/correctness.py); it counts as failed for the exit code and has no number in the report.
+#: (kernels/correctness.py); it counts as failed for the exit code and has no number in the report.
 STATUSES = ("ok", "unsupported", "failed", "incorrect")
 TIMERS = ("cupti", "cuda_events", "cuda_graph", "")
 #: How a row was timed: replaying a CUDA graph, or plain launches ("" = written before modes were

@@ -2,10 +2,10 @@
 
 * "triton.fused_moe" (MoE; bf16, fp8 per_tensor / per_token / block128): vLLM's fused-MoE
   algorithm (align pairs to the tile, grouped GEMM 1, activation, grouped GEMM 2 with the routing
-  weights, top-k sum), `run/triton_moe/`. On Hopper this is the design vLLM dispatches for BF16,
+  weights, top-k sum), `kernels/triton_moe/`. On Hopper this is the design vLLM dispatches for BF16,
   per-token FP8 and (under TP) block-FP8 MoE; the code is this tool's, not vLLM's.
 * "triton.block_fp8_mm" (GEMM; fp8 block128): vLLM's `w8a8_block_fp8_matmul` algorithm
-  (`run/triton_fp8_gemm.py`), the last fallback of vLLM's block-FP8 linear chain on Hopper.
+  (`kernels/triton_fp8_gemm.py`), the last fallback of vLLM's block-FP8 linear chain on Hopper.
 
 The kernel-only row takes activations already quantized as its scheme needs; the `.q` twin adds
 that quantization, timed by `quant_timing`. Tiles are searched per shape once and cached beside the
@@ -19,9 +19,9 @@ import os
 from typing import Any, Callable
 
 from ..cases.backends import TRITON_MOE_ACTIVATIONS
-from ..cases.schema import Case, GemmShape, MoeShape
+from ..core.case_schema import Case, GemmShape, MoeShape
+from ..core.results_schema import RunSettings
 from . import correctness
-from .results import RunSettings
 from .timing import Measurement, UnsupportedCase, bench
 
 ROUTINES = ("triton.fused_moe", "triton.block_fp8_mm")
@@ -82,7 +82,7 @@ def _time_tuned(settings: RunSettings, key: str, build: Build, space: Callable[[
                 check: Callable[[dict[str, Any]], dict[str, int]], checked: Checked) -> Measurement:
     """Time `build(config)` with the cached tiles for `key`, searching (and caching) them first
     when none are stored; the row's note says which, and the tiles. With settings.check the
-    output of one more call is compared with `checked`'s reference (run/correctness.py)."""
+    output of one more call is compared with `checked`'s reference (kernels/correctness.py)."""
     from .triton_tuning import CONFIG_KEYS, load_cached_config, search_config, store_config
 
     config = load_cached_config(cache_dir(settings), key, check)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..cases.schema import Case, GemmShape
+from ..core.case_schema import Case, GemmShape
 from . import triton_fp8_gemm
 from .timing import Measurement, UnsupportedCase, bench
 
@@ -221,7 +221,7 @@ def measure_quant(case: Case, settings) -> Measurement:
     if major < 9 and (major, minor) != (8, 9):
         raise UnsupportedCase(f"FP8 (e4m3) needs SM89+; this GPU is sm_{major}{minor}")
     if spec.method == "fp8_per_group_128":
-        # The block-FP8 kernels' own 1x128-group quantizer (run/triton_fp8_gemm.py); N=128 keeps
+        # The block-FP8 kernels' own 1x128-group quantizer (kernels/triton_fp8_gemm.py); N=128 keeps
         # the unused weight it builds small.
         problem = triton_fp8_gemm.BlockFp8Problem(spec.rows, 128, spec.cols)
         fn, args = triton_fp8_gemm.quant_input_fn(problem, triton_fp8_gemm.build_inputs(problem, "cuda"))

@@ -24,7 +24,7 @@ This module is the project's own implementation of that published algorithm:
 Torch and Triton are imported lazily: this module imports on a CPU machine without Triton. Every
 GPU tensor reaches the kernels through the returned argument tuples (never a closure), and the
 callables do no allocation and no host synchronisation, so they can be captured in a CUDA graph.
-Tiles are searched and cached with `run/triton_tuning.py` (`config_space`, `check_config` and
+Tiles are searched and cached with `kernels/triton_tuning.py` (`config_space`, `check_config` and
 `config_cache_key` here are this kernel's inputs to it).
 """
 

@@ -37,9 +37,9 @@ class Measurement:
     samples_us: tuple[float, ...] = ()
     """Every timed iteration, in order (what the median and the percentiles come from)."""
     launches_per_call: float | None = None
-    """Eager timing: kernels (plus memsets/memcpys) one call launches (run/launches.py)."""
+    """Eager timing: kernels (plus memsets/memcpys) one call launches (kernels/launches.py)."""
     check: dict = field(default_factory=dict)
-    """The correctness check's fields (run/correctness.py `CheckResult.fields`); {} = none."""
+    """The correctness check's fields (kernels/correctness.py `CheckResult.fields`); {} = none."""
 
 
 #: The percentiles every timed row records, as (Row field, percent).

@@ -12,10 +12,10 @@ import platform
 import sys
 from typing import Any
 
-from .. import __version__ as TOOL_VERSION
-from ..run.pool import no_download_state
-from .gpu import cuda_stack, gpu_info, nvcc_info, probe_timer, sm_count_from_driver
-from .versions import (
+from ..core.results_schema import RunSettings
+from ..core.version import __version__ as TOOL_VERSION
+from ..env.gpu import cuda_stack, gpu_info, nvcc_info, sm_count_from_driver
+from ..env.versions import (
     commits_match,
     cupti_fix_command,
     dist_version,
@@ -26,6 +26,8 @@ from .versions import (
     version_key,
     versions_match,
 )
+from ..kernels.timing import bench
+from ..run.pool import no_download_state
 
 #: Environment variables that change what FlashInfer builds, downloads or times (recorded as-is).
 RELEVANT_ENV = (
@@ -133,3 +135,38 @@ def collect(flashinfer_repo: str | None = None, gpu_index: int = 0, probe: bool 
 
 
 __all__ = ["RELEVANT_ENV", "collect", "version_warnings", "versions"]
+
+
+# --------------------------------------------------------------------------- timer probe
+
+
+def probe_timer(index: int = 0) -> dict[str, Any]:
+    """Time a tiny BF16 matmul through `timing.bench` (FlashInfer's `bench_gpu_time` with CUPTI on,
+    exactly as every row is timed) and report which timer really ran.
+
+    FlashInfer warns and silently falls back to CUDA events / CUDA graphs when `cupti` cannot be
+    imported; `timing.bench` records that warning. Returns {"timer": "cupti" | "cuda_graph" |
+    "cuda_events" | None, "median_us", "warning", "error"}.
+    """
+    out: dict[str, Any] = {"timer": None, "median_us": None, "warning": None, "error": None}
+    try:
+        import torch
+
+    except Exception as e:
+        out["error"] = f"cannot import torch: {type(e).__name__}: {e}"
+        return out
+    try:
+        if not torch.cuda.is_available():
+            out["error"] = "torch.cuda.is_available() is False"
+            return out
+        dev = torch.device("cuda", index)
+        a = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
+        settings = RunSettings(dry_run_iters=3, num_iters=10)  # runs' defaults otherwise
+        m = bench(torch.matmul, settings, input_args=(a, b))
+        out["timer"] = m.timer
+        out["median_us"] = round(m.median_us, 3)
+        out["warning"] = m.note or None
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out

@@ -1,0 +1,6 @@
+"""Floor 7, doctor: the machine as a run records it and as the user checks it.
+
+`environment` builds the environment record of results.json (GPU, versions, CUDA stack, which timer
+really runs: `probe_timer`); `doctor` (scripts/check_env.py) says whether a machine is ready before
+a run, with one fix per problem. Reads the probes of `env/` and the timer of `kernels/`.
+"""
