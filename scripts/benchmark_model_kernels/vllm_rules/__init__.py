@@ -1,6 +1,6 @@
 """vLLM's behaviour, in one place: the rules the plan and the cases follow, each citing its vLLM source.
 
-`sharding` (each plan role's linear kind, how TP and EP split it and the experts, where an EP
+`layout` (one TP/DP/EP layout, shaped like vLLM's FusedMoEParallelConfig), `sharding` (each plan role's linear kind, how TP and EP split it and the experts, where an EP
 rank's experts start), `moe` (which layers are MoE, the experts' activation, the routing),
 `padding` (the physical shape vLLM gives each backend's kernel, and vLLM's own limits), `layers`
 (which layers keep BF16 under every recipe), `dispatch` (which kernel vLLM runs by default per

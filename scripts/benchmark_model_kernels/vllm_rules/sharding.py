@@ -12,6 +12,7 @@ naming the field that does not divide.
 from __future__ import annotations
 
 from ..core.errors import UsageError
+from .layout import Layout
 
 #: vLLM pads the vocabulary to a multiple of this before splitting it by TP
 #: (vllm/model_executor/layers/vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE).
@@ -245,11 +246,7 @@ def moe_tokens_per_m(tp: int, ep: int) -> int:
     >>> moe_tokens_per_m(1, 1), moe_tokens_per_m(4, 4), moe_tokens_per_m(1, 8), moe_tokens_per_m(2, 8)
     (1, 1, 8, 4)
     """
-    if ep <= 1:
-        return 1
-    if ep % tp:
-        raise UsageError("--ep", ep, f"must be 1 or a multiple of --tp={tp} (vLLM: EP = DP x TP)")
-    return ep // tp
+    return Layout.from_flags(tp, ep).tokens_per_m
 
 
 #: model_type of the configs whose vLLM MoE block builds its shared experts with
@@ -283,7 +280,7 @@ def sequence_parallel_moe(tp: int, ep: int) -> bool:
     >>> sequence_parallel_moe(2, 8), sequence_parallel_moe(8, 8), sequence_parallel_moe(1, 8)
     (True, False, False)
     """
-    return ep > 1 and tp > 1 and ep // tp > 1
+    return Layout.from_flags(tp, ep).sequence_parallel_moe
 
 
 def shared_experts_replicated(tp: int, ep: int, model_type: str) -> bool:
@@ -313,7 +310,7 @@ def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
     >>> [first_local_expert(10, 4, r) for r in range(4)]
     [0, 3, 6, 8]
     """
-    return rank * (num_experts // ep) + min(rank, num_experts % ep)
+    return Layout(tp=1, dp=ep, enable_ep=True).first_local_expert(num_experts, rank)
 
 
 __all__ = [
