@@ -8,7 +8,8 @@ import os
 import shutil
 
 from benchmark_model_kernels.core.results_schema import Row
-from benchmark_model_kernels.report.analysis import Analysis, Entry
+from benchmark_model_kernels.report.analysis import Analysis
+from benchmark_model_kernels.report.plan_entries import Entry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures", "results")

@@ -9,7 +9,7 @@ from helpers_report import H200_QWEN, entry, fixture
 
 from benchmark_model_kernels.core.plan_schema import Plan
 from benchmark_model_kernels.core.results_schema import load_results, rows_of
-from benchmark_model_kernels.report import analysis
+from benchmark_model_kernels.report import analysis, recipe_totals
 from benchmark_model_kernels.report.analysis import (
     ATTN,
     BASELINE,
@@ -22,6 +22,7 @@ from benchmark_model_kernels.report.analysis import (
     VLLM,
     Analysis,
 )
+from benchmark_model_kernels.report.roofline_peaks import roofline_peaks
 
 # --------------------------------------------------------------------------- cells
 
@@ -151,7 +152,7 @@ def test_the_version_warning_is_the_environments_own_and_never_repeated():
 
 def test_roofline_uses_the_runs_own_peaks():
     a = Analysis(fixture("llama8b_like_tp1"), "w")
-    peaks, bw, note = analysis.roofline_peaks(a)
+    peaks, bw, note = roofline_peaks(a)
     assert peaks["bf16"] == pytest.approx(989.0, rel=0.01) and peaks["fp8"] == pytest.approx(1979.0, rel=0.01)
     assert bw == pytest.approx(4.8, rel=0.01) and "the run used" in note
 
@@ -159,7 +160,7 @@ def test_roofline_uses_the_runs_own_peaks():
 def test_roofline_peaks_fall_back_to_the_datasheet_table():
     res = fixture("llama8b_like_tp1")
     stripped = [{k: v for k, v in r.items() if not k.startswith("pct_peak")} for r in res["rows"]]
-    peaks, bw, note = analysis.roofline_peaks(Analysis(dict(res, rows=stripped)))
+    peaks, bw, note = roofline_peaks(Analysis(dict(res, rows=stripped)))
     from benchmark_model_kernels.run import roofline
 
     h200 = roofline.find_peak("NVIDIA H200", (9, 0))
@@ -167,7 +168,7 @@ def test_roofline_peaks_fall_back_to_the_datasheet_table():
     assert bw == h200.hbm_tb_per_sec and "datasheet" in note
     assert "nvfp4" not in peaks  # H200 has no FP4 tensor cores: no ceiling, never a made-up one
     unknown = dict(res, rows=stripped, environment={"gpu": {"name": "Mystery GPU 9000"}})
-    peaks, bw, note = analysis.roofline_peaks(Analysis(unknown))
+    peaks, bw, note = roofline_peaks(Analysis(unknown))
     assert (peaks, bw) == ({}, None) and note.startswith("no ceilings drawn")
 
 
@@ -184,8 +185,8 @@ def test_rows_of_fixture_round_trip():
 def test_summary_ranks_only_complete_totals_and_prefers_bf16_on_a_tie(tiny):
     # The BF16 vLLM default misses experts (vLLM's Triton MoE: no triton row) and down_proj at M=1
     # (its torch row failed), so the speed-ups divide the BF16 baseline.
-    assert analysis.summary_reference(tiny) == (BASELINE, QUANT, "BF16 baseline (torch where it ran)")
-    v1, v16 = analysis.summary_verdicts(tiny, QUANT)
+    assert recipe_totals.summary_reference(tiny) == (BASELINE, QUANT, "BF16 baseline (torch where it ran)")
+    v1, v16 = recipe_totals.summary_verdicts(tiny, QUANT)
     # M=1: experts have no number in any recipe -> no total is complete, nothing is ranked
     assert v1.m == 1 and v1.fastest == "" and v1.speedup is None and len(v1.not_ranked) == 2
     # M=16: BF16 best 208 == baseline 208 (see the roll-up test); FP8 per-tensor misses experts
@@ -193,10 +194,10 @@ def test_summary_ranks_only_complete_totals_and_prefers_bf16_on_a_tie(tiny):
     assert v16.fastest == "bf16" and v16.speedup == pytest.approx(1.0)
     assert v16.not_ranked == ("fp8.per_tensor",)
     # kernel-only is not a candidate (vLLM pays the quantization); NVFP4 has no number: no line
-    assert [t for *_, t in analysis.summary_candidates(tiny, QUANT)] == [
+    assert [t for *_, t in recipe_totals.summary_candidates(tiny, QUANT)] == [
         "BF16 best measured", "FP8 per-tensor (checkpoint scheme) best measured"]
     # on the vLLM-default basis nothing is complete: the FP8 GEMMs run vLLM's own CUTLASS kernel
-    assert all(v.fastest == "" for v in analysis.summary_verdicts(tiny, VLLM))
+    assert all(v.fastest == "" for v in recipe_totals.summary_verdicts(tiny, VLLM))
 
 
 def test_summary_answers_fp8_vs_bf16_for_the_real_h200_qwen_run():
@@ -205,7 +206,7 @@ def test_summary_answers_fp8_vs_bf16_for_the_real_h200_qwen_run():
     # mixed into one "FP8" total. M=1 BF16 best 5,530 us < FP8 per-token 6,573 us; from M=8 on
     # FP8 per-token is fastest.
     a = Analysis(load_results(H200_QWEN), H200_QWEN)
-    verdicts = {v.m: v for v in analysis.summary_verdicts(a, QUANT)}
+    verdicts = {v.m: v for v in recipe_totals.summary_verdicts(a, QUANT)}
     assert verdicts[1].fastest == "bf16"
     for m in (8, 64, 512):
         v = verdicts[m]

@@ -9,7 +9,7 @@ import pytest
 from helpers_report import H200_QWEN, ROOT
 
 from benchmark_model_kernels.core.results_schema import load_results
-from benchmark_model_kernels.report import analysis, markdown
+from benchmark_model_kernels.report import analysis, markdown, recipe_totals
 from benchmark_model_kernels.report.analysis import Analysis
 
 
@@ -37,7 +37,7 @@ def test_fmt_us_keeps_about_three_digits(us, text):
 
 def test_real_h200_section_puts_the_answer_first():
     a = Analysis(load_results(H200_QWEN), H200_QWEN)
-    verdicts = {v.m: v for v in analysis.summary_verdicts(a, analysis.QUANT)}
+    verdicts = {v.m: v for v in recipe_totals.summary_verdicts(a, analysis.QUANT)}
     written = markdown.workdir_section(a, [])
     assert written.index("## Summary") < written.index("## Warnings")  # the answer comes first
     assert f"**FP8 per-token** ({markdown.fmt_x(verdicts[8].speedup)})" in "\n".join(written)

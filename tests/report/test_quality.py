@@ -5,7 +5,7 @@ from __future__ import annotations
 from helpers_report import H200_QWEN, gemm_row, results_of, row
 
 from benchmark_model_kernels.core.results_schema import load_results
-from benchmark_model_kernels.report import analysis, markdown, quality
+from benchmark_model_kernels.report import analysis, markdown, quality, recipe_totals
 from benchmark_model_kernels.report.analysis import Analysis
 from benchmark_model_kernels.report.cells import Cell, clear_win, crossover
 from benchmark_model_kernels.report.row_facts import NO_CHECK_RECORDED, NO_SPREAD_RECORDED
@@ -27,7 +27,7 @@ def _two_recipes(fp8_us, width):
 
 def test_a_win_smaller_than_the_spread_is_a_tie():
     a = _two_recipes(9.5, width=1.0)
-    v = {x.m: x for x in analysis.summary_verdicts(a, analysis.QUANT)}[8]
+    v = {x.m: x for x in recipe_totals.summary_verdicts(a, analysis.QUANT)}[8]
     assert v.fastest == "fp8.per_tensor" and v.ties == ("bf16",)
     text = "\n".join(markdown.workdir_section(a, []))
     assert "tie: **FP8 per-tensor**" in text and "within the p10-p90 spread" in text
@@ -35,7 +35,7 @@ def test_a_win_smaller_than_the_spread_is_a_tie():
 
 def test_a_win_larger_than_the_spread_stays_a_win():
     a = _two_recipes(5.0, width=1.0)
-    v = {x.m: x for x in analysis.summary_verdicts(a, analysis.QUANT)}[8]
+    v = {x.m: x for x in recipe_totals.summary_verdicts(a, analysis.QUANT)}[8]
     assert v.fastest == "fp8.per_tensor" and v.ties == ()
     assert a.rollup("fp8.per_tensor", 8).spread == (8.0, 12.0)  # (p10, p90) x 2 layers
 

@@ -13,7 +13,7 @@ import pytest
 from helpers_report import FIXTURES, ROOT, fixture, workdir
 
 from benchmark_model_kernels.core.results_schema import load_results
-from benchmark_model_kernels.report import analysis, markdown, report
+from benchmark_model_kernels.report import markdown, recipe_totals, report
 from benchmark_model_kernels.report.analysis import Analysis
 from benchmark_model_kernels.report.report import write_report
 
@@ -99,7 +99,7 @@ def test_recipe_without_any_number_gets_no_rollup_total(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(d))
     a = Analysis(d, str(tmp_path))
     assert not a.has_number("nvfp4")
-    assert all(v[0] != "nvfp4" for v in analysis.rollup_variants(a))
+    assert all(v[0] != "nvfp4" for v in recipe_totals.rollup_variants(a))
     md = open(write_report([str(tmp_path)])).read()
     assert "Not in the roll-up: NVFP4" in md
 

@@ -7,7 +7,8 @@ import pytest
 from helpers_report import fixture, gemm_row, moe_row, results_of
 
 from benchmark_model_kernels.core.plan_schema import Plan
-from benchmark_model_kernels.report.analysis import Analysis, plan_of
+from benchmark_model_kernels.report.analysis import Analysis
+from benchmark_model_kernels.report.plan_entries import plan_of
 from benchmark_model_kernels.report.row_facts import checkpoint_scheme, rows_with_facts
 
 

@@ -9,7 +9,7 @@ import pytest
 from helpers_report import entry, gemm_row, moe_row, results_of
 
 from benchmark_model_kernels.core.results_schema import row_from_dict
-from benchmark_model_kernels.report import markdown
+from benchmark_model_kernels.report import markdown, md_module_tables
 from benchmark_model_kernels.report.analysis import (
     BASELINE,
     QUANT,
@@ -18,9 +18,8 @@ from benchmark_model_kernels.report.analysis import (
     Analysis,
     backend_label,
     recipe_of,
-    summary_reference,
-    summary_verdicts,
 )
+from benchmark_model_kernels.report.recipe_totals import summary_reference, summary_verdicts
 
 
 def _rows() -> list[dict]:
@@ -211,7 +210,7 @@ def test_ep_rows_written_before_num_tokens_are_flagged():
     assert entry(a, "experts").tokens_per_m == 1
     assert any("experts: its rows ran num_tokens = 1M, but under TP=1 EP=4 vLLM's MoE layer runs 4M" in w
                for w in a.warnings())
-    assert "num_tokens=" not in markdown._module_cell(entry(a, "experts"))
+    assert "num_tokens=" not in md_module_tables._module_cell(entry(a, "experts"))
 
 
 def test_baseline_roll_up_keeps_the_torch_rows(run):

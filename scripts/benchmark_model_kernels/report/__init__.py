@@ -9,7 +9,18 @@ Nothing here measures; it never changes a results.json. One way, module by modul
                written before them) and the checkpoint's FP8 scheme
   attention.py attention rows -> per layer type the best backend per (phase, M, KV length, KV
                dtype) and the attention time of a decode step
-  analysis.py  results dict -> Analysis (entries, roll-ups, crossovers, verdicts, warnings, peaks)
-  markdown.py  Analysis -> report.md lines          figures.py  Analysis -> fig_*.png
+  plan_entries.py  plan + rows -> Entry per module (logical shape, padding, MoE tokens per M)
+  analysis.py  results dict -> Analysis (entries, cells, roll-ups, crossovers, warnings, labels)
+  recipe_totals.py  Analysis -> the roll-up rows per recipe and basis, and the summary's ranking
+  roofline_peaks.py  Analysis -> the roofline's ceilings (the run's own peaks, else roofline.PEAKS)
+  memory.py    results dict -> the memory section (one rank's weights and K/V cache) and its fit test
+  quality.py   Analysis -> the measurement-quality section
+  md_text.py   numbers and tables in Markdown
+  md_summary.py  Analysis -> the summary (totals per recipe, fastest recipe per M)
+  md_rollup.py  Analysis -> the per-step roll-ups, GEMM + MoE and with attention
+  md_attention.py  Analysis -> the attention section per layer type and phase
+  md_module_tables.py  Analysis -> per-module tables, crossovers, cells without a number
+  markdown.py  Analysis -> report.md lines (one workdir's section, the comparison of several)
+  figures.py   Analysis -> fig_*.png
   report.py    the CLI: workdirs in, report.md and figures out
 """

@@ -2,20 +2,18 @@
 
 In: a results dict (as `core/results_schema.py` loads it; its "plan" read through `core/plan_schema.py`'s
 `Plan.from_dict`; rows that predate a field get it from `row_facts.py`). Out: an `Analysis`: the
-plan's modules (`Entry`), their cells per M and recipe (each FP8 scheme its own recipe; the rules
-are in `cells.py`, re-exported here), per-step roll-ups (`Rollup`, each computed once) on the
-vLLM-default, +quant and kernel-only bases, crossovers, the summary's ranking (`Verdict`),
-warnings, run labels and the roofline peaks. `markdown.py` and `figures.py` render it. No file
-I/O, no Markdown; nothing here measures.
+plan's modules (`Entry`, `plan_entries.py`), their cells per M and recipe (each FP8 scheme its own
+recipe; the rules are in `cells.py`, re-exported here), per-step roll-ups (`Rollup`, each computed
+once) on the vLLM-default, +quant and kernel-only bases, crossovers, warnings and run labels.
+`recipe_totals.py` ranks its totals, `roofline_peaks.py` finds its ceilings; the md_*.py modules,
+`markdown.py` and `figures.py` render it. No file I/O, no Markdown; nothing here measures.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from ..cases.backends import TRITON
 from ..core.plan_schema import Plan
@@ -49,7 +47,6 @@ from .cells import (
     backend_label,
     baseline_cell,
     best_cell,
-    clear_win,
     crossover,
     default_cell,
     has_time,
@@ -63,84 +60,8 @@ from .cells import (
     speedup,
     vllm_mark,
 )
-from .row_facts import CheckpointScheme, checkpoint_scheme, compute_capability, environment_cc, rows_with_facts
-
-#: Kept under its old name: callers read the recorded compute capability through analysis.py.
-_compute_capability = compute_capability
-
-# ----------------------------------------------------------------------------------------------
-# Plan entries and roll-ups
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One plan module as the report shows it."""
-
-    kind: str
-    """"gemm" or "moe"."""
-    name: str
-    """Plan entry name."""
-    module_kind: str
-    """Roll-up bucket (MODULE_KINDS)."""
-    layers: int
-    """Per-step invocation count on one rank."""
-    shape: str
-    """Logical per-rank shape, e.g. "N=6144 K=4096"."""
-    padding: tuple[str, ...] = ()
-    """Physical shapes that differ from the logical one, e.g. "N 6144->6272 (trtllm)"."""
-    tokens_per_m: int = 1
-    """MoE: tokens the layer runs per token M of the rank's attention (EP/TP under expert
-    parallelism, from the rows' num_tokens / M, else the plan); 1 for GEMMs."""
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.kind, self.name)
-
-
-def _logical_shape(r: Row) -> str:
-    if r.kind == "moe":
-        experts = f"{r.experts}/{r.global_experts}" if r.global_experts else f"{r.experts}"
-        return f"H={r.hidden} I={r.intermediate} E={experts} top-{r.top_k}"
-    return f"N={r.n} K={r.k}"
-
-
-def _padding_notes(rows: Iterable[Row]) -> tuple[str, ...]:
-    notes: dict[str, list[str]] = {}
-    for r in rows:
-        if r.kind == "moe":
-            pairs = (("H", r.hidden, r.phys_hidden), ("I", r.intermediate, r.phys_intermediate))
-        else:
-            pairs = (("N", r.n, r.phys_n), ("K", r.k, r.phys_k))
-        diff = [f"{a} {lo}->{ph}" for a, lo, ph in pairs if ph is not None and lo is not None and ph != lo]
-        if diff:
-            backends = notes.setdefault(" ".join(diff), [])
-            if f"{r.dtype} {backend_label(r)}" not in backends:
-                backends.append(f"{r.dtype} {backend_label(r)}")
-    return tuple(f"{k} ({', '.join(v)})" for k, v in notes.items())
-
-
-def _tokens_per_m(rows: Sequence[Row], planned: int) -> int:
-    """What the MoE rows ran per M (num_tokens / M); the plan's factor when no row says."""
-    ratios = Counter(r.num_tokens // r.m for r in rows
-                     if r.kind == "moe" and r.num_tokens and r.m and r.num_tokens % r.m == 0)
-    return ratios.most_common(1)[0][0] if ratios else planned
-
-
-def plan_of(results: dict[str, Any]) -> Plan | None:
-    """The plan a results.json records (None for runs without one: --nks, builtin)."""
-    plan = results.get("plan")
-    return Plan.from_dict(plan) if isinstance(plan, dict) else None
-
-
-def _plan_entries(plan: Plan | None) -> list[Entry]:
-    """Entries the plan promises (so a module with no row at all still counts as missing)."""
-    if plan is None:
-        return []
-    out = [Entry("gemm", g.name, module_kind(g.name), int(g.layers), f"N={g.n} K={g.k}") for g in plan.gemms]
-    for m in plan.moe:
-        shape = f"H={m.hidden} I={m.intermediate} E={m.experts}/{m.global_experts} top-{m.top_k}"
-        out.append(Entry("moe", m.name, MOE, int(m.layers), shape, tokens_per_m=int(m.tokens_per_m)))
-    return out
+from .plan_entries import Entry, entries_of, plan_of
+from .row_facts import CheckpointScheme, checkpoint_scheme, environment_cc, rows_with_facts
 
 
 @dataclass(frozen=True)
@@ -228,7 +149,7 @@ class Analysis:
         self._groups: dict[tuple[str, str, int, str], list[Row]] = {}
         for r in self.rows:
             self._groups.setdefault((r.kind, r.name, r.m, recipe_of(r)), []).append(r)
-        self.entries = self._entries()
+        self.entries = entries_of(self.plan, self.rows)
         self.ms: list[int] = sorted({r.m for r in self.rows})
         self.recipes: list[str] = self._recipe_order({recipe_of(r) for r in self.rows})
         self.quantized = [d for d in self.recipes if d != "bf16"]
@@ -245,25 +166,6 @@ class Analysis:
             at = first_fp8 if first_fp8 is not None else (1 if known[:1] == ["bf16"] else 0)
             known.insert(at, self.checkpoint.recipe)
         return known + sorted(present - set(RECIPES))
-
-    def _entries(self) -> list[Entry]:
-        by_key: dict[tuple[str, str], list[Row]] = {}
-        for r in self.rows:
-            by_key.setdefault((r.kind, r.name), []).append(r)
-        entries: list[Entry] = []
-        seen = set()
-        for e in _plan_entries(self.plan):
-            rows = by_key.get(e.key, [])
-            entries.append(Entry(e.kind, e.name, e.module_kind, e.layers, e.shape, _padding_notes(rows),
-                                 _tokens_per_m(rows, e.tokens_per_m)))
-            seen.add(e.key)
-        for key, rows in by_key.items():
-            if key in seen:
-                continue
-            r = rows[0]
-            entries.append(Entry(r.kind, r.name, module_kind(r.name, r.kind), int(r.layers),
-                                 _logical_shape(r), _padding_notes(rows), _tokens_per_m(rows, 1)))
-        return entries
 
     # --- recipes
     def recipe_title(self, recipe: str) -> str:
@@ -463,104 +365,6 @@ class Analysis:
         return out
 
 
-# ----------------------------------------------------------------------------------------------
-# Roll-up variants and the summary's ranking
-
-
-def bases(a: Analysis, recipe: str) -> list[str]:
-    """Cost bases shown for a recipe: +quant and kernel-only when the run timed the quantization."""
-    return [QUANT, KERNEL] if a.has_quant_rows(recipe) else [QUANT]
-
-
-def measured_recipes(a: Analysis) -> list[str]:
-    """Recipes with at least one number. One without is left out of every total: its total would
-    hold only the modules vLLM keeps in BF16 (router, lm_head), which would read as a quantized
-    step."""
-    return [d for d in a.recipes if a.has_number(d)]
-
-
-def rollup_variants(a: Analysis) -> list[tuple[str, str, str]]:
-    """(recipe, basis, title) of every roll-up row: the BF16 baseline, then per recipe its vLLM
-    default and its best on each basis."""
-    out = [(BASELINE, QUANT, BASELINE_TITLE)]
-    for d in measured_recipes(a):
-        title = a.recipe_title(d)
-        out.append((d, VLLM, f"{title} vLLM default"))
-        for basis in bases(a, d):
-            if d == "bf16":
-                suffix = " best"
-            else:
-                suffix = " best +quant" if basis == QUANT and a.has_quant_rows(d) else " best kernel only"
-            out.append((d, basis, f"{title}{suffix}"))
-    return out
-
-
-#: Title of the BF16 baseline roll-up (torch rows where they ran).
-BASELINE_TITLE = f"BF16 baseline ({BASELINE_BACKEND} where it ran)"
-#: The two bases the summary ranks on: what vLLM runs, and the best this run measured (+quant).
-SUMMARY_BASES = (VLLM, QUANT)
-SUMMARY_BASIS_WORDS = {VLLM: "vLLM default", QUANT: "best measured"}
-
-
-def summary_candidates(a: Analysis, basis: str) -> list[tuple[str, str, str]]:
-    """(recipe, basis, title) the summary ranks on one basis (VLLM or QUANT): every recipe with a
-    number; on the QUANT basis +quant where the run timed it (vLLM quantizes activations on every
-    call), so kernel-only totals stay in the roll-up section."""
-    return [(d, basis, f"{a.recipe_title(d)} {SUMMARY_BASIS_WORDS[basis]}") for d in measured_recipes(a)]
-
-
-def summary_reference(a: Analysis) -> tuple[str, str, str]:
-    """(recipe, basis, title) the summary's speed-ups divide: the BF16 vLLM-default total when it is
-    complete at every M, else the BF16 baseline (torch where it ran)."""
-    if a.ms and all(a.rollup("bf16", m, VLLM).complete for m in a.ms):
-        return ("bf16", VLLM, f"{a.recipe_title('bf16')} vLLM default")
-    return (BASELINE, QUANT, BASELINE_TITLE)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The fastest recipe at one M on one basis, by per-step roll-up total (results.json only)."""
-
-    m: int
-    basis: str
-    """VLLM (each recipe's vLLM-default total) or QUANT (each recipe's best measured total)."""
-    totals: tuple[tuple[str, float | None], ...]
-    """(recipe, total us) per candidate in table order; None when the total is incomplete."""
-    fastest: str
-    """Recipe of the fastest complete total ("" when no total is complete)."""
-    speedup: float | None
-    """Reference total (summary_reference) / fastest total (> 1: faster than the reference)."""
-    not_ranked: tuple[str, ...]
-    """Recipes left out of the ranking because their total is incomplete."""
-    ties: tuple[str, ...] = ()
-    """Ranked recipes whose total's p10-p90 spread overlaps the fastest's: the win over them is
-    smaller than the spread, so they tie with it."""
-
-
-def summary_verdicts(a: Analysis, basis: str = QUANT) -> list[Verdict]:
-    """One Verdict per M on `basis`; on a tie the earlier recipe (BF16 first) wins."""
-    ref_recipe, ref_basis, _ = summary_reference(a)
-    out = []
-    for m in a.ms:
-        ref = a.rollup(ref_recipe, m, ref_basis)
-        totals, ranked, not_ranked = [], [], []
-        for i, (recipe, _, _) in enumerate(summary_candidates(a, basis)):
-            r = a.rollup(recipe, m, basis)
-            total = r.total_us if r.complete and r.total_us > 0 else None
-            totals.append((recipe, total))
-            (ranked if total is not None else not_ranked).append((total, i, recipe))
-        best = min(ranked) if ranked else None
-        sp = ref.total_us / best[0] if best and ref.complete and best[0] else None
-        ties: tuple[str, ...] = ()
-        if best:
-            fastest = a.rollup(best[2], m, basis).spread
-            ties = tuple(d for _, _, d in sorted(ranked) if d != best[2]
-                         and not clear_win(fastest, a.rollup(d, m, basis).spread))
-        out.append(Verdict(m, basis, tuple(totals), best[2] if best else "", sp,
-                           tuple(d for *_, d in not_ranked), ties))
-    return out
-
-
 def run_labels(analyses: Sequence[Analysis]) -> list[str]:
     """One distinct label per run ("model TP=.. EP=..", numbered when two are equal)."""
     labels = [a.label for a in analyses]
@@ -570,57 +374,8 @@ def run_labels(analyses: Sequence[Analysis]) -> list[str]:
     return out
 
 
-# ----------------------------------------------------------------------------------------------
-# Peaks for the roofline: from the rows themselves, else roofline.PEAKS
-
-
-def _peaks_from_rows(rows: Sequence[Row]) -> tuple[dict[str, float], float | None]:
-    """The peaks the run itself used: pct_peak_tflops = 100 * tflops / peak  =>  peak = 100 * tflops / pct."""
-    tflops: dict[str, list[float]] = {}
-    bw: list[float] = []
-    for r in rows:
-        if r.tflops and r.pct_peak_tflops:
-            tflops.setdefault(r.dtype, []).append(100.0 * r.tflops / r.pct_peak_tflops)
-        if r.tb_per_sec and r.pct_peak_bandwidth:
-            bw.append(100.0 * r.tb_per_sec / r.pct_peak_bandwidth)
-    return ({d: statistics.median(v) for d, v in tflops.items()}, statistics.median(bw) if bw else None)
-
-
-def _peaks_from_table(a: Analysis) -> tuple[dict[str, float], float | None, str]:
-    """The datasheet peaks of roofline.PEAKS for the run's GPU (optional sibling module)."""
-    try:
-        from ..run import roofline  # noqa: PLC0415
-        find_peak, peak_tflops = roofline.find_peak, roofline.peak_tflops
-    except (ImportError, AttributeError):
-        return {}, None, "roofline.py (datasheet peaks) is not available"
-    env = a.results.get("environment") or {}
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
-    peak = find_peak(a.gpu, _compute_capability(gpu)) if a.gpu != "unknown" else None
-    if peak is None:
-        return {}, None, f"GPU {a.gpu!r} has no entry in roofline.PEAKS"
-    dtypes = dict.fromkeys(recipe_dtype(d) for d in a.recipes)
-    tflops = {d: t for d in dtypes if (t := peak_tflops(peak, d))}
-    return tflops, peak.hbm_tb_per_sec, f"{peak.name} datasheet peaks"
-
-
-def roofline_peaks(a: Analysis) -> tuple[dict[str, float], float | None, str]:
-    """(dense TFLOP/s per dtype, HBM TB/s, note): every FP8 scheme shares the FP8 peak. Prefers
-    the peaks the run recorded in its rows."""
-    tflops, bw = _peaks_from_rows(a.rows)
-    note = "ceilings: the peaks the run used for its %-of-peak columns"
-    if not tflops or bw is None:
-        t2, bw2, source = _peaks_from_table(a)
-        if not t2 and bw2 is None:
-            return tflops, bw, (note if tflops or bw else f"no ceilings drawn: {source}")
-        tflops = {**t2, **tflops}
-        bw = bw if bw is not None else bw2
-        note = f"ceilings: {source}"
-    return tflops, bw, note
-
-
-
 __all__ = [
-    # cells.py, re-exported: figures.py and markdown.py read everything through this module
+    # cells.py, re-exported: figures.py and the Markdown renderers read the vocabulary through this module
     "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "TORCH_MOE_LABEL", "BASELINE", "QUANT", "KERNEL",
     "VLLM", "VLLM_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
@@ -629,7 +384,5 @@ __all__ = [
     # row_facts.py, re-exported
     "CheckpointScheme",
     # this module
-    "Entry", "plan_of", "Rollup", "Analysis", "bases", "measured_recipes", "rollup_variants",
-    "BASELINE_TITLE", "SUMMARY_BASES", "SUMMARY_BASIS_WORDS", "Verdict", "summary_candidates",
-    "summary_reference", "summary_verdicts", "run_labels", "roofline_peaks",
+    "Rollup", "Analysis", "run_labels",
 ]

@@ -37,10 +37,9 @@ from .analysis import (
     recipe_dtype,
     recipe_label,
     recipe_of,
-    rollup_variants,
-    roofline_peaks,
-    summary_reference,
 )
+from .recipe_totals import rollup_variants, summary_reference
+from .roofline_peaks import roofline_peaks
 
 PANELS_PER_FIGURE = 12
 DPI = 110
@@ -236,7 +235,7 @@ def roofline(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]:
 
 
 def _bar_variants(a: Analysis) -> list[tuple[str, str, str]]:
-    """(recipe, basis, bar label): analysis.rollup_variants on the vLLM-default and +quant bases,
+    """(recipe, basis, bar label): recipe_totals.rollup_variants on the vLLM-default and +quant bases,
     with short labels ("*": the checkpoint's FP8 scheme)."""
     out = []
     for d, basis, _ in rollup_variants(a):

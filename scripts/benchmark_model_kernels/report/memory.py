@@ -13,8 +13,8 @@ from typing import Any
 
 from ..core.plan_schema import Plan
 from ..plan import memory
-from .analysis import plan_of
 from .cells import BASELINE, recipe_dtype
+from .plan_entries import plan_of
 
 #: fits(recipe, kv_dtype, M sequences, K/V length) -> whether one rank holds them (fit_test).
 FitTest = Callable[[str, str, int, int], bool]

@@ -22,8 +22,9 @@ from ..core.files import is_disk_full, path_arg, write_text_atomic
 from ..core.results_schema import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, validate_results
 from ..run.workdir import is_tool_workdir
 from . import figures
-from .analysis import Analysis, plan_of, run_labels
+from .analysis import Analysis, run_labels
 from .markdown import comparison_section, workdir_section
+from .plan_entries import plan_of
 
 REPORT_MD = "report.md"
 #: The footer line every report.md of report.py carries: what makes an existing one replaceable.
