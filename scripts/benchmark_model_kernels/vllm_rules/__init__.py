@@ -1,10 +1,11 @@
 """vLLM's behaviour, in one place: the rules the plan and the cases follow, each citing its vLLM source.
 
-`layout` (one TP/DP/EP layout, shaped like vLLM's FusedMoEParallelConfig), `sharding` (each plan role's linear kind, how TP and EP split it and the experts, where an EP
-rank's experts start), `moe` (which layers are MoE, the experts' activation, the routing),
-`padding` (the physical shape vLLM gives each backend's kernel, and vLLM's own limits), `layers`
-(which layers keep BF16 under every recipe), `dispatch` (which kernel vLLM runs by default per
-GPU, recipe and FP8 scheme), `config` (one config field under its several spellings). They read
-only the schemas (`core/plan_schema.py`, `core/case_schema.py`) and are documented in
-references/sharding.md and references/padding.md.
+`layout` (one TP/DP/EP layout, shaped like vLLM's FusedMoEParallelConfig), `sharding` (each plan
+role's linear kind, how TP and EP split it and the experts, where an EP rank's experts start),
+`moe` (which layers are MoE, the experts' activation, the routing), `padding` (the physical shape
+vLLM gives each backend's kernel, and vLLM's own limits), `layers` (which layers keep BF16 under
+every recipe), `dispatch` (which kernel vLLM runs by default per GPU, recipe and FP8 scheme),
+`config` (one config field under its several spellings). They read only the schemas
+(`core/plan_schema.py`, `core/case_schema.py`) and are documented in references/sharding.md and
+references/padding.md.
 """
