@@ -10,6 +10,7 @@ from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
 from benchmark_model_kernels.core.plan_schema import Routing
 from benchmark_model_kernels.core.results_schema import RunSettings, load_results
 from benchmark_model_kernels.run import runner
+from benchmark_model_kernels.run.flags import RunRequest
 
 #: Stand-in FlashInfer checkout: benchmarks/flashinfer_benchmark.py misbehaves on magic N values
 #: (see its docstring). Its numbers are synthetic; tests only check plumbing with them.
@@ -53,6 +54,16 @@ def settings(tmp_path, **kw) -> RunSettings:
     return RunSettings(num_iters=3, dry_run_iters=1, **kw)
 
 
+def run_request(cases, workdir, run_settings, *, repo=FAKE_REPO, gpu=GPU, resume=False, cache_dir=None,
+                devices=None) -> RunRequest:
+    """The checked flags of a run of `cases` (made by hand: their Ms, recipes and backends are the
+    filters) into `workdir`; `devices`: the --gpus, None for one unpinned worker."""
+    return RunRequest(ms=tuple(sorted({c.m for c in cases})), dtypes=tuple(sorted({c.dtype for c in cases})),
+                      backends=tuple(sorted({c.backend for c in cases})), workdir=workdir, resume=resume,
+                      dry_run=False, gpu=gpu, flashinfer_repo=repo, settings=run_settings, cache_dir=cache_dir,
+                      devices=tuple(devices) if devices else None)
+
+
 class ResultsWatcher(io.StringIO):
     """Progress stream that, at every progress line, records how many rows results.json holds."""
 
@@ -71,9 +82,8 @@ def run_cases(tmp_path, cases, *, resume=False, **kw):
     progress stream, workdir)."""
     workdir = str(tmp_path / "w")
     progress = ResultsWatcher(workdir)
-    rc = runner.run_plan(None, cases, settings(tmp_path, **kw), workdir, FAKE_REPO, GPU,
-                         resume=resume, command=["test"], progress=progress,
-                         environment=lambda repo: {"fake": True})
+    rc = runner.run_plan(run_request(cases, workdir, settings(tmp_path, **kw), resume=resume), cases,
+                         command=["test"], progress=progress, environment=lambda repo: {"fake": True})
     return rc, load_results(workdir), progress, workdir
 
 

@@ -14,9 +14,9 @@ from benchmark_model_kernels.core.case_schema import GemmShape
 from benchmark_model_kernels.core.results_schema import RunSettings, load_results
 from benchmark_model_kernels.report import report
 from benchmark_model_kernels.run import cache as result_cache
-from benchmark_model_kernels.run import runner
+from benchmark_model_kernels.run import run_start, runner
 from benchmark_model_kernels.run.outcome import Outcome
-from helpers_runner import FAKE_REPO, GPU, VALUE_ERROR, gemm_case, settings
+from helpers_runner import GPU, VALUE_ERROR, gemm_case, run_request, settings
 
 MACHINE = {"versions": {"driver": "570.1", "cuda_runtime": "12.9", "torch": "2.11.0",
                         "flashinfer_wheel": "0.6.17", "flashinfer_checkout": "0.6.17"}}
@@ -66,18 +66,18 @@ def test_a_version_gpu_or_timer_setting_change_misses():
 
 def test_a_machine_without_gpu_or_versions_is_not_cached(tmp_path):
     progress = io.StringIO()
-    assert runner.open_cache(str(tmp_path), None, MACHINE, "r", "t", "w", progress) is None
+    assert run_start.open_cache(str(tmp_path), None, MACHINE, "r", "t", "w", progress) is None
     assert "gpu" in progress.getvalue()
-    assert runner.open_cache(str(tmp_path), GPU, {"versions": {}}, "r", "t", "w", progress) is None
+    assert run_start.open_cache(str(tmp_path), GPU, {"versions": {}}, "r", "t", "w", progress) is None
     assert "driver, torch unknown" in progress.getvalue()
 
 
 def run_into(tmp_path, name, cases, cache_dir, **kw):
     workdir = str(tmp_path / name)
     progress = io.StringIO()
-    rc = runner.run_plan(None, cases, replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "at.json")),
-                         workdir, FAKE_REPO, GPU, command=["test"], progress=progress,
-                         environment=lambda repo: MACHINE, cache_dir=cache_dir, **kw)
+    run_settings = replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "at.json"))
+    rc = runner.run_plan(run_request(cases, workdir, run_settings, cache_dir=cache_dir, **kw), cases,
+                         command=["test"], progress=progress, environment=lambda repo: MACHINE)
     return rc, load_results(workdir), progress.getvalue(), workdir
 
 

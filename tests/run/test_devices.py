@@ -17,7 +17,7 @@ import pytest
 from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.run import devices, runner
-from helpers_runner import FAKE_REPO, GPU, HANG, NO_CONFIG, VALUE_ERROR, gemm_case, moe_case, settings
+from helpers_runner import FAKE_REPO, GPU, HANG, NO_CONFIG, VALUE_ERROR, gemm_case, moe_case, run_request, settings
 from support import write_tiny_llama
 
 TIMING_FREE = ("median_us", "std_us", "tflops", "tb_per_sec", "pct_peak_tflops", "pct_peak_bandwidth")
@@ -32,8 +32,8 @@ def cases():
 def run_on(tmp_path, name, gpus, todo, **kw):
     workdir = str(tmp_path / name)
     progress = io.StringIO()
-    rc = runner.run_plan(None, todo, settings(tmp_path), workdir, FAKE_REPO, GPU, command=["test"],
-                         progress=progress, environment=lambda repo: {}, devices=gpus, **kw)
+    rc = runner.run_plan(run_request(todo, workdir, settings(tmp_path), devices=gpus, **kw), todo,
+                         command=["test"], progress=progress, environment=lambda repo: {})
     return rc, load_results(workdir), progress.getvalue(), workdir
 
 

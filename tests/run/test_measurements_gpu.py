@@ -23,6 +23,7 @@ from benchmark_model_kernels.kernels.timing import bench
 from benchmark_model_kernels.kernels.triton_moe import fused
 from benchmark_model_kernels.run import runner
 from benchmark_model_kernels.run.outcome import WorkerReply, classify_python_case, row_from_case
+from helpers_runner import run_request
 
 torch = pytest.importorskip("torch")
 
@@ -170,8 +171,8 @@ def _driver_available() -> str:
 
 def _run(tmp_path, cases, settings):
     workdir = str(tmp_path / "w")
-    rc = runner.run_plan(None, cases, settings, workdir, FLASHINFER_REPO, ("gpu", (9, 0)), command=["test"],
-                         environment=lambda repo: {})
+    request = run_request(cases, workdir, settings, repo=FLASHINFER_REPO, gpu=("gpu", (9, 0)))
+    rc = runner.run_plan(request, cases, command=["test"], environment=lambda repo: {})
     return rc, {r["case_id"]: r for r in load_results(workdir)["rows"]}
 
 

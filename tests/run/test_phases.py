@@ -15,7 +15,7 @@ from test_cache import MACHINE
 
 from benchmark_model_kernels.core.results_schema import load_results
 from benchmark_model_kernels.run import phases, runner
-from helpers_runner import FAKE_REPO, GPU, gemm_case, settings
+from helpers_runner import gemm_case, run_request, settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,8 +62,8 @@ def test_a_run_records_its_timings_and_prints_them(tmp_path, monkeypatch):
     progress = io.StringIO()
     cases = [gemm_case(512), gemm_case(1024), replace(gemm_case(2048), skip_reason="not on this GPU")]
     phases.next_clock()
-    rc = runner.run_plan(None, cases, replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "a.json")),
-                         workdir, FAKE_REPO, GPU, command=["test"], progress=progress,
+    run_settings = replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "a.json"))
+    rc = runner.run_plan(run_request(cases, workdir, run_settings), cases, command=["test"], progress=progress,
                          environment=lambda repo: MACHINE)
     assert rc == 0
     timings = load_results(workdir)["timings"]
@@ -92,10 +92,10 @@ def test_an_interrupted_run_records_its_timings_up_to_the_signal(tmp_path, monke
     monkeypatch.setattr(runner.Runner, "run_one", interrupted_on_the_second)
     monkeypatch.setattr(phases, "_BEGUN", [True])
     phases.next_clock()
-    rc = runner.run_plan(None, [gemm_case(512), gemm_case(1024)],
-                         replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "a.json")),
-                         workdir, FAKE_REPO, GPU, command=["test"], progress=io.StringIO(),
-                         environment=lambda repo: MACHINE)
+    cases = [gemm_case(512), gemm_case(1024)]
+    run_settings = replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "a.json"))
+    rc = runner.run_plan(run_request(cases, workdir, run_settings), cases, command=["test"],
+                         progress=io.StringIO(), environment=lambda repo: MACHINE)
     results = load_results(workdir)
     assert rc == 130 and len(results["rows"]) == 1
     assert set(results["timings"]["phases_s"]) == {"environment", "cases"}

@@ -14,7 +14,8 @@ import pytest
 
 from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.core.results_schema import CSV_COLUMNS, Row, RunSettings, load_results, rows_of
-from benchmark_model_kernels.run import runner
+from benchmark_model_kernels.run import case_execution, runner
+from benchmark_model_kernels.run.results_file import ResultsFile
 from helpers_runner import (
     CUDA_ERROR,
     CUPTI_FALLBACK,
@@ -29,6 +30,7 @@ from helpers_runner import (
     gemm_case,
     moe_case,
     run_cases,
+    run_request,
     settings,
 )
 from support import requires_gpu
@@ -308,8 +310,8 @@ def test_without_a_driver_the_driver_rows_say_what_is_missing(tmp_path):
     a driver case; each driver row is failed with the driver it needs and how to get it."""
     workdir = str(tmp_path / "w")
     cases = [gemm_case(4096), gemm_case(4096, backend="cudnn", name="q", with_quant=True)]
-    rc = runner.run_plan(None, cases, RunSettings(num_iters=3, dry_run_iters=1), workdir, None, None,
-                         command=["test"], progress=io.StringIO(),
+    request = run_request(cases, workdir, RunSettings(num_iters=3, dry_run_iters=1), repo=None, gpu=None)
+    rc = runner.run_plan(request, cases, command=["test"], progress=io.StringIO(),
                          environment=lambda repo: {"versions": {"flashinfer_wheel": "0.7.4"}})
     rows = by_id(load_results(workdir))
     assert rc == 1
@@ -362,20 +364,20 @@ def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
                routine="bmm_fp8", variant="", with_quant=False, median_us=10.0, status="ok",
                samples_us=[9.0, 10.0, 11.0, 30.0])
     quant = Outcome("ok", "", 2.0, 0.1, "cupti", samples_us=(1.5, 2.0, 2.5))
-    got = runner._sum_spread(base, quant)
+    got = case_execution.sum_spread(base, quant)
     sums = [x + y for x in base.samples_us for y in quant.samples_us]
     assert got["p90_us"] == pytest.approx(np.percentile(sums, 90))
     assert got["n_samples"] == 3 and got["samples_us"] is None
     assert "4 x 3 samples" in got["spread_note"]
     legacy = dataclasses.replace(base, samples_us=None)
-    assert runner._sum_spread(legacy, quant) == {
+    assert case_execution.sum_spread(legacy, quant) == {
         "spread_note": "no percentiles: the kernel part has no per-iteration times"}
 def test_results_text_is_the_json_of_the_payload_at_every_step(tmp_path):
     # results.json is written from cached row texts (it is rewritten after every case): the text
     # must be exactly what json.dumps of the payload gives, rows or none, changed rows included.
     cases = [gemm_case(512), gemm_case(VALUE_ERROR), moe_case(m=8)]
     header = {"schema_version": 1, "plan": {"nested": [1, {"a": "é"}]}, "notes": {"x": "y"}}
-    r = runner.Runner(cases, settings(tmp_path), str(tmp_path), None, header, GPU)
+    r = ResultsFile(str(tmp_path), cases, header)
     assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
     rc, results, _, workdir = run_cases(tmp_path, cases)
     for row in rows_of(results):
@@ -398,8 +400,10 @@ def test_the_eta_learns_from_how_long_each_case_took(tmp_path, monkeypatch, devi
         return row_from_case(case, Outcome("ok", "", 1.0, 0.0, "cupti"))
 
     monkeypatch.setattr(runner.Runner, "run_one", slow)
-    r = runner.Runner([gemm_case(n) for n in (64, 128, 256, 512)], settings(tmp_path), str(tmp_path), None,
-                      {"notes": {}}, GPU, devices=devices)
+    cases = [gemm_case(n) for n in (64, 128, 256, 512)]
+    request = run_request(cases, str(tmp_path), settings(tmp_path), repo=None, devices=devices)
+    r = runner.Runner(ResultsFile(str(tmp_path), cases, {"notes": {}}),
+                      case_execution.CaseExecutor(request, {}), GPU)
     r.run()
     timed = r._estimator.seconds["driver"]
     assert len(timed) == 4 and min(timed) >= 0.2

@@ -16,7 +16,7 @@ from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.run.argv import driver_argv
 from benchmark_model_kernels.run.pool import WorkerPool
 from helpers_processes import HANG_WITH_CHILD, children_of, requires_proc, wait_for_line, wait_gone
-from helpers_runner import FAKE_REPO, gemm_case, moe_case
+from helpers_runner import FAKE_REPO, gemm_case, moe_case, run_request
 
 
 def test_case_json_round_trip_gemm_and_moe():
@@ -133,15 +133,17 @@ def test_timed_buckets_travel_to_the_worker_and_wrap_the_driver_call(tmp_path, m
     import contextlib
     import types
 
-    from benchmark_model_kernels.run import runner, worker
+    from benchmark_model_kernels.run import worker
+    from benchmark_model_kernels.run.case_execution import CaseExecutor
 
-    settings = RunSettings(autotune_buckets="timed")
-    r = runner.Runner([gemm_case(64, m=512)], settings, str(tmp_path), None, {}, ("NVIDIA H200", (9, 0)))
-    req, _ = r._request(gemm_case(64, m=512), "driver")
+    def request_of(case, autotune_buckets):
+        run_settings = RunSettings(autotune_buckets=autotune_buckets)
+        executor = CaseExecutor(run_request([case], str(tmp_path), run_settings, repo=None), {})
+        return executor.worker_request(case, "driver")[0]
+
+    req = request_of(gemm_case(64, m=512), "timed")
     assert req["tuning_buckets"] == [512]
-    plain, _ = runner.Runner([gemm_case(64)], RunSettings(autotune_buckets="all"), str(tmp_path), None, {},
-                             None)._request(
-        gemm_case(64), "driver")
+    plain = request_of(gemm_case(64), "all")
     assert "tuning_buckets" not in plain
 
     calls: list = []

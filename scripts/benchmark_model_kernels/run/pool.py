@@ -197,7 +197,7 @@ class WorkerPool:
 
     def kill(self) -> None:
         """SIGKILL the live worker's group from another thread than the one running its case: that
-        thread then reads EOF, reaps the worker and returns (see Runner._run_on_every_gpu)."""
+        thread then reads EOF, reaps the worker and returns (see gpu_fanout.run_on_every_gpu)."""
         proc = self.proc
         if proc is not None and proc.returncode is None and not has_exited(proc.pid):
             kill_group(proc.pid)

@@ -1,0 +1,98 @@
+"""results.json of a run in progress: its fixed header, the rows so far, the CSV beside it.
+
+In: the run's Cases (their order is the order of the rows), the header (schema version, run id,
+command, environment, settings, plan, notes) and the rows a --resume kept. Out: results.json,
+rewritten whole (atomically) every time it is saved, and results.csv. A run that has not every row
+yet says so in notes["incomplete"].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict
+from typing import Any
+
+from ..core.case_schema import Case
+from ..core.files import write_text_atomic
+from ..core.results_schema import RESULTS_CSV, RESULTS_JSON, Row, csv_text, run_facts
+
+
+class ResultsFile:
+    """The rows of `cases` recorded so far (`rows`, by case id; `kept`: those a --resume kept) and
+    the `header` they are written under, into `workdir`'s results.json. `lock` guards the rows and
+    the file: worker threads (one per GPU) record rows while another may save."""
+
+    def __init__(self, workdir: str, cases: list[Case], header: dict[str, Any],
+                 kept: dict[str, Row] | None = None):
+        self.workdir, self.cases, self.header = workdir, cases, header
+        self.rows: dict[str, Row] = dict(kept or {})
+        self.lock = threading.RLock()
+        self._row_texts: dict[str, tuple[Row, str]] = {}
+        self._header_texts: dict[str, str] = {}
+
+    def ordered(self) -> list[Row]:
+        """The rows so far, in case order."""
+        return [self.rows[c.case_id] for c in self.cases if c.case_id in self.rows]
+
+    def _head(self, ordered: list[Row]) -> dict[str, Any]:
+        """The payload without its rows (they come last)."""
+        payload = dict(self.header)
+        notes = dict(payload.get("notes") or {})
+        if len(ordered) < len(self.cases):
+            notes["incomplete"] = (f"{len(ordered)} of {len(self.cases)} cases have rows "
+                                   "(run in progress or interrupted)")
+        payload["notes"] = notes
+        return payload
+
+    def payload(self) -> dict[str, Any]:
+        ordered = self.ordered()
+        return {**self._head(ordered), "rows": [asdict(r) for r in ordered]}
+
+    def save(self) -> None:
+        with self.lock:
+            write_text_atomic(os.path.join(self.workdir, RESULTS_JSON), self.payload_text())
+
+    def write_csv(self) -> None:
+        """results.csv of the rows so far, with the run facts of results.json."""
+        write_text_atomic(os.path.join(self.workdir, RESULTS_CSV), csv_text(self.ordered(), run_facts(self.payload())))
+
+    def payload_text(self) -> str:
+        """json.dumps(self.payload(), indent=1) + newline, the text write_json_atomic writes, made
+        from each row's text cached when the row is recorded: results.json is rewritten after every
+        case, and re-encoding every row and the plan each time cost seconds per hundred cases
+        (quadratic in the cases) on a sweep of several hundred rows."""
+        ordered = self.ordered()
+        members = []
+        for key, value in self._head(ordered).items():
+            if key in self.header and key != "notes":
+                text = self._header_text(key)
+            else:
+                text = _indent(json.dumps(value, indent=1), " ")
+            members.append(f" {json.dumps(key)}: {text}")
+        rows = ("[\n" + ",\n".join("  " + _indent(self._row_text(r), "  ") for r in ordered)
+                + "\n ]") if ordered else "[]"
+        members.append(f' "rows": {rows}')
+        return "{\n" + ",\n".join(members) + "\n}\n"
+
+    def _row_text(self, row: Row) -> str:
+        cached = self._row_texts.get(row.case_id)
+        if cached is None or cached[0] is not row:
+            cached = (row, json.dumps(asdict(row), indent=1))
+            self._row_texts[row.case_id] = cached
+        return cached[1]
+
+    def _header_text(self, key: str) -> str:
+        """A header member's JSON (the header is fixed once the run starts; notes are not)."""
+        if key not in self._header_texts:
+            self._header_texts[key] = _indent(json.dumps(self.header[key], indent=1), " ")
+        return self._header_texts[key]
+
+
+def _indent(text: str, by: str) -> str:
+    """JSON text of a nested value: every line after its first indented `by` more."""
+    return text.replace("\n", "\n" + by)
+
+
+__all__ = ["ResultsFile"]
