@@ -89,7 +89,7 @@ def test_incomplete_plan_exits_2_after_printing_and_writing(tmp_path, capsys, mo
     # Stand-in plan (plumbing only): the CLI must print the unsupported line, write JSON, exit 2.
     plan = Plan(ModelInfo("x", "local", "llama", "LlamaForCausalLM"), 1, 1,
                 unsupported=(Unsupported("model.layers.*.foo", 8, 4, "no role"),))
-    monkeypatch.setattr(planner, "plan_model", lambda *a, **k: plan)
+    monkeypatch.setattr(planner, "plan_layout", lambda *a, **k: plan)
     rc, out, _ = run(["x", "--print_only", "--plan_json", str(tmp_path / "p.json")], capsys)
     assert rc == 2
     assert "# unsupported: model.layers.*.foo (8 x 4): no role" in out and "INCOMPLETE" in out

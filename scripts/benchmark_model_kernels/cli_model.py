@@ -22,6 +22,7 @@ from .plan import config_source, memory, plan_cache, planner, preview
 from .report import report
 from .run import flags, launcher, phases, runner
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
+from .vllm_rules.layout import Layout
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
 DERIVED_FLAGS = ("--nks", "--moe_")
@@ -255,9 +256,9 @@ def _main(argv: list[str]) -> int:
         args.print_only = True
     check_memory_args(args)
     launcher.check_launcher_args(args)
-    runs = [(model, tp, ep) for model in args.model for tp, ep in parallel_settings(args.tp, args.ep)]
-    for _, tp, ep in runs:  # every setting is validated before any work starts
-        planner.check_parallel(tp, ep)
+    # Every setting is validated (its Layout built) before any work starts.
+    runs = [(model, Layout.from_flags(tp, ep)) for model in args.model
+            for tp, ep in parallel_settings(args.tp, args.ep)]
     if args.plan_json:
         if len(runs) > 1:
             raise UsageError("--plan_json", args.plan_json, "writes one plan; give one MODEL and one "
@@ -270,24 +271,24 @@ def _main(argv: list[str]) -> int:
     if not args.print_only:
         # Bad run flags fail now, in a second, not after the planning and preview of every run.
         subs = ([args.workdir] if len(runs) == 1
-                else [os.path.join(args.workdir, run_label(*r)) for r in runs])
+                else [os.path.join(args.workdir, run_label(model, lay.tp, lay.ep)) for model, lay in runs])
         flags.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1,
                             gpu_here=args.launcher == "here")
     if args.launcher == "slurm":
         return _run_on_slurm(args, runs)
     if len(runs) == 1:
-        model, tp, ep = runs[0]
-        return _plan_and_run(args, model, tp, ep, getattr(args, "workdir", None))
+        model, layout = runs[0]
+        return _plan_and_run(args, model, layout, getattr(args, "workdir", None))
     rc, done = 0, []
-    for i, (model, tp, ep) in enumerate(runs, 1):
-        label = run_label(model, tp, ep)
-        print(f"\n##### run {i}/{len(runs)}: {model} TP={tp} EP={ep}"
+    for i, (model, layout) in enumerate(runs, 1):
+        label = run_label(model, layout.tp, layout.ep)
+        print(f"\n##### run {i}/{len(runs)}: {model} TP={layout.tp} EP={layout.ep}"
               + ("" if args.print_only else f" -> {os.path.join(args.workdir, label)}"), flush=True)
         sub = os.path.join(args.workdir, label) if not args.print_only else None
         if sub:
             os.makedirs(args.workdir, exist_ok=True)
         # One bad model must not cost the others their runs: its error is printed, the sweep goes on.
-        code = cli_main(functools.partial(_plan_and_run, args, model, tp, ep, sub))
+        code = cli_main(functools.partial(_plan_and_run, args, model, layout, sub))
         if is_interrupt_exit(code):  # Ctrl-C, SIGTERM or SIGHUP stops the sweep, not just this run
             return code
         rc = max(rc, code)
@@ -308,17 +309,18 @@ def _write_comparison(done: list[str], workdir: str) -> None:
 def run_job(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
     """One run of a sweep as a Slurm job executes it on its node: plan, run, exit code (a bad
     input is its one `error:` line in the job's log)."""
-    return cli_main(functools.partial(_plan_and_run, args, model, tp, ep, workdir))
+    return cli_main(lambda: _plan_and_run(args, model, Layout.from_flags(tp, ep), workdir))
 
 
-def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, int, int]]) -> int:
+def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, Layout]]) -> int:
     os.makedirs(args.workdir, exist_ok=True)
     executor = launcher.make_executor(args, os.path.join(args.workdir, launcher.SLURM_LOGS))
     on_node = launcher.job_args(args)
     sweep = []
-    for model, tp, ep in runs:
-        sub = args.workdir if len(runs) == 1 else os.path.join(args.workdir, run_label(model, tp, ep))
-        sweep.append(launcher.SweepRun(run_label(model, tp, ep), sub, run_job, (on_node, model, tp, ep, sub)))
+    for model, layout in runs:
+        label = run_label(model, layout.tp, layout.ep)
+        sub = args.workdir if len(runs) == 1 else os.path.join(args.workdir, label)
+        sweep.append(launcher.SweepRun(label, sub, run_job, (on_node, model, layout.tp, layout.ep, sub)))
     rc, done = launcher.run_jobs(executor, sweep)
     if len(done) > 1:
         _write_comparison(done, args.workdir)
@@ -347,7 +349,7 @@ def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities,
     return "\n".join(lines)
 
 
-def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str | None) -> int:
+def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir: str | None) -> int:
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
     clock = phases.next_clock()
@@ -355,10 +357,10 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     try:
         # Planning writes nothing: a stop signal ends it at once with one line (stop_signals_exit).
         with stop_signals_exit(f"while planning {model}; nothing was written"), clock.phase("plan"):
-            plan = planner.plan_model(model, tp, ep, revision=args.revision,
-                                      trust_remote_code=args.trust_remote_code,
-                                      allow_defaults=args.allow_defaults,
-                                      plan_dir=plan_cache.default_plan_dir())
+            plan = planner.plan_layout(model, layout, revision=args.revision,
+                                       trust_remote_code=args.trust_remote_code,
+                                       allow_defaults=args.allow_defaults,
+                                       plan_dir=plan_cache.default_plan_dir())
     finally:
         gc.enable()
     if args.cross_check:
@@ -377,7 +379,7 @@ def _plan_and_run(args: argparse.Namespace, model: str, tp: int, ep: int, workdi
     if args.print_only:
         return incomplete
     run_args = argparse.Namespace(**vars(args))
-    run_args.model, run_args.tp, run_args.ep, run_args.workdir = model, tp, ep, workdir
+    run_args.model, run_args.ep, run_args.workdir = model, layout.ep, workdir
     return runner.run_from_args(run_args, plan, environment=environment.collect,
                                 report=report.write_report,
                                 resume_may_start_fresh=workdir != args.workdir) or incomplete

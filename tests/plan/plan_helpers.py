@@ -7,6 +7,7 @@ import json
 
 from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan
 from benchmark_model_kernels.plan import config_source, meta_model, planner
+from benchmark_model_kernels.vllm_rules.layout import Layout
 from support import shared_config_dir
 
 
@@ -23,7 +24,7 @@ def plan_of(name: str, tp: int = 1, ep: int = 1) -> Plan:
     src, meta = build(path)
     info = ModelInfo(name=name, source=src.source, model_type=src.raw["model_type"],
                      architecture=meta.architecture, notes=meta.notes)
-    return planner.plan_from_build(meta, info, tp, ep)
+    return planner.plan_from_build(meta, info, Layout.from_flags(tp, ep))
 
 
 def plan_raw(tmp_path, raw: dict, tp: int = 1, ep: int = 1) -> Plan:

@@ -18,6 +18,7 @@ from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.core.plan_schema import ModelInfo
 from benchmark_model_kernels.plan import config_checks, config_source, planner
 from benchmark_model_kernels.vllm_rules import required_keys
+from benchmark_model_kernels.vllm_rules.layout import Layout
 from support import ROOT, SHARED_CONFIGS, shared_config_dir
 
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
@@ -222,7 +223,7 @@ def _build_of(raw: dict):
 
     b = meta_model.build_meta_model(raw)
     info = ModelInfo(name="x", source="local", model_type=raw["model_type"], architecture=b.architecture)
-    return b, info, 1, 1, raw
+    return b, info, Layout(), raw
 
 
 def _all_configs() -> list[str]:
@@ -242,7 +243,7 @@ def test_every_shared_and_bundled_config_plans_without_allow_defaults(path):
         assert "no native class" in str(e)  # nemotron-nas needs the author's code
         return
     info = ModelInfo(name=path, source=src.source, model_type=src.raw["model_type"], architecture=meta.architecture)
-    plan = planner.plan_checked(meta, info, 1, 1, src.raw)
+    plan = planner.plan_checked(meta, info, Layout(), src.raw)
     assert not any("--allow_defaults" in n for n in plan.model.notes)
 
 

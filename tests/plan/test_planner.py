@@ -13,6 +13,7 @@ from plan_helpers import build, gemms, plan_of, plan_raw
 from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan
 from benchmark_model_kernels.plan import config_source, planner
+from benchmark_model_kernels.vllm_rules.layout import Layout
 from support import SHARED_CONFIGS, shared_config_dir
 
 
@@ -174,7 +175,7 @@ def test_bundled_config_matches_published(name):
     path = shared_config_dir(name)
     src, meta = build(path)
     info = ModelInfo(name=name, source="local", model_type=src.raw["model_type"], architecture=meta.architecture)
-    published = planner.plan_from_build(meta, info, 8, 1)
+    published = planner.plan_from_build(meta, info, Layout(tp=8))
     assert bundled.gemms == published.gemms
     assert bundled.moe == published.moe
 

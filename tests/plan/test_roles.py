@@ -12,6 +12,7 @@ from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.plan import roles
 from benchmark_model_kernels.plan.items import Context, LayerPlan
 from benchmark_model_kernels.vllm_rules import sharding
+from benchmark_model_kernels.vllm_rules.layout import Layout
 
 
 def test_mla_with_q_lora_deepseek_v3_tp8_and_ep8():
@@ -343,7 +344,7 @@ def test_ernie_moe_statics_is_not_a_gemm_and_marks_routing_bias(tmp_path):
 
 
 def test_emit_takes_the_kind_from_the_role_table_and_splits_by_it():
-    ctx = Context(cfg=None, tp=4, ep=1, hidden=4096, num_heads=32)
+    ctx = Context(cfg=None, layout=Layout(tp=4), hidden=4096, num_heads=32)
     out = LayerPlan()
     roles.emit(ctx, out, "o_proj", ["m.o_proj"], (4096, 4096, True), what="o")
     roles.emit(ctx, out, "router", ["m.gate"], (64, 4096, False))

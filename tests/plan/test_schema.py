@@ -141,6 +141,19 @@ def test_older_plans_without_optional_fields_read_back(plan_dict):
     assert plan.moe[0].routing.method == "renormalize" and plan.moe[0].tokens_per_m == 1
 
 
+def test_the_token_factor_of_older_plans_is_the_layouts():
+    """core restates Layout.tokens_per_m for plans written before the field; the two must agree."""
+    from benchmark_model_kernels.core.plan_schema import tokens_per_m_of_flags
+    from benchmark_model_kernels.vllm_rules.layout import Layout
+
+    for tp in (1, 2, 4, 8, 16):
+        for ep in (1, 2, 4, 8, 16, 32, 64, 128):
+            if ep == 1 or ep % tp == 0:
+                assert tokens_per_m_of_flags(tp, ep) == Layout.from_flags(tp, ep).tokens_per_m, (tp, ep)
+            else:
+                assert tokens_per_m_of_flags(tp, ep) == 1, (tp, ep)  # a pair vLLM refuses
+
+
 # ------------------------------------------------------------------ the file and the CLI
 def test_read_plan_file_is_one_usage_line(tmp_path, plan_dict):
     p = tmp_path / "p.json"

@@ -8,6 +8,7 @@ import pytest
 
 from benchmark_model_kernels.core.errors import UsageError
 from benchmark_model_kernels.vllm_rules import sharding
+from benchmark_model_kernels.vllm_rules.layout import Layout
 
 
 def test_split_table():
@@ -123,18 +124,18 @@ def test_doctests():
 def test_moe_tokens_per_m_is_ep_over_tp(tp, ep, per_m):
     """TP=EP: the EP group is the TP group, every rank sees the same M; EP = DP x TP: each EP rank
     receives the pairs of DP = EP/TP attention replicas' M tokens."""
-    assert sharding.moe_tokens_per_m(tp, ep) == per_m
+    assert sharding.moe_tokens_per_m(Layout.from_flags(tp, ep)) == per_m
 
 
-def test_moe_tokens_per_m_refuses_ep_not_a_multiple_of_tp():
+def test_a_layout_refuses_ep_not_a_multiple_of_tp():
     with pytest.raises(UsageError, match="--ep"):
-        sharding.moe_tokens_per_m(4, 6)
+        Layout.from_flags(4, 6)
 
 
 def test_sequence_parallel_moe_and_shared_experts_replicated():
     # vllm/config/parallel.py: ParallelConfig.use_sequence_parallel_moe: EP and tp > 1 and dp > 1
-    assert [sharding.sequence_parallel_moe(tp, ep) for tp, ep in ((2, 8), (4, 8), (8, 8), (1, 8), (2, 1))] \
-        == [True, True, False, False, False]
-    assert sharding.shared_experts_replicated(2, 8, "deepseek_v3")
-    assert not sharding.shared_experts_replicated(2, 8, "glm4_moe")  # Glm4MoE: always TP-sharded
-    assert not sharding.shared_experts_replicated(8, 8, "deepseek_v3")
+    layouts = [Layout.from_flags(tp, ep) for tp, ep in ((2, 8), (4, 8), (8, 8), (1, 8), (2, 1))]
+    assert [sharding.sequence_parallel_moe(lay) for lay in layouts] == [True, True, False, False, False]
+    assert sharding.shared_experts_replicated(Layout.from_flags(2, 8), "deepseek_v3")
+    assert not sharding.shared_experts_replicated(Layout.from_flags(2, 8), "glm4_moe")  # Glm4MoE: always TP-sharded
+    assert not sharding.shared_experts_replicated(Layout.from_flags(8, 8), "deepseek_v3")

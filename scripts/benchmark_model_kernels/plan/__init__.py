@@ -2,7 +2,8 @@
 
 In: a bundled name, a folder or config.json, or a Hub ID (`config_source`), built on the meta
 device (`meta_model`, no weights). `planner` walks the decoder layers, `roles` gives every module
-its role and per-rank size by the rules in `vllm_rules/`, `merge` counts identical entries over the
-layers (`items` holds what passes between them); `preview` prints the plan. Out: `schema.Plan`
-(also written as JSON by `--plan_json`), read by `cases/`.
+its role and per-rank size by the rules in `vllm_rules/` (`attention_roles`: attention and MLA),
+`merge` counts identical entries over the layers (`items` holds what passes between them);
+`preview` prints the plan. Out: `schema.Plan` (also written as JSON by `--plan_json`), read by
+`cases/`.
 """

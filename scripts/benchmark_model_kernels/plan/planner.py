@@ -1,13 +1,14 @@
 """Walk a meta model and derive every per-rank GEMM / fused-MoE shape vLLM runs in one step.
 
-In: a model built on the meta device (`meta_model`) with its config, and the TP/EP sizes. Out: a
-`schema.Plan`. Each decoder layer is scanned on its own: its Linears (and GPT-2 Conv1Ds), 3-D
-expert parameter blocks and expert ModuleLists are collected into a `LayerScan`, and `roles` gives
-each one its role and per-rank size. Where transformers builds a layer MoE or dense differently
-from vLLM, vLLM's rule (`vllm_rules.moe.vllm_moe_layers`) wins. `merge` then merges identical
-entries over the layer instances. Anything a layer holds that no rule places becomes `Unsupported`.
-`plan_model` checks the config around this (`config_checks`): its values before the build, and no
-plan whose shapes rest on a key config.json leaves to transformers' class defaults.
+In: a model built on the meta device (`meta_model`) with its config, and the parallel `Layout` (TP,
+DP, EP; validated where the flags are read). Out: a `schema.Plan`. Each decoder layer is scanned on
+its own: its Linears (and GPT-2 Conv1Ds), 3-D expert parameter blocks and expert ModuleLists are
+collected into a `LayerScan`, and `roles` gives each one its role and per-rank size. Where
+transformers builds a layer MoE or dense differently from vLLM, vLLM's rule
+(`vllm_rules.moe.vllm_moe_layers`) wins. `merge` then merges identical entries over the layer
+instances. Anything a layer holds that no rule places becomes `Unsupported`. `plan_model` checks
+the config around this (`config_checks`): its values before the build, and no plan whose shapes
+rest on a key config.json leaves to transformers' class defaults.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..vllm_rules import moe as vllm_moe
 from ..vllm_rules import sharding
 from ..vllm_rules.architectures import vllm_refusal
 from ..vllm_rules.config import config_value, recorded_reads
+from ..vllm_rules.layout import Layout
 from ..vllm_rules.moe import vllm_moe_layers
 from ..vllm_rules.quant_config import checkpoint_fp8_scheme
 from ..vllm_rules.required_keys import alternatives, family_keys, plan_keys
@@ -68,12 +70,12 @@ def find_decoder_layers(model: Any, cfg: Any) -> tuple[str, Any]:
 
 
 class Planner:
-    """Derives the per-rank plan of one meta model at one (TP, EP)."""
+    """Derives the per-rank plan of one meta model at one parallel layout."""
 
-    def __init__(self, model: Any, cfg: Any, tp: int, ep: int):
-        self.model, self.cfg, self.tp, self.ep = model, cfg, tp, ep
+    def __init__(self, model: Any, cfg: Any, layout: Layout):
+        self.model, self.cfg, self.layout = model, cfg, layout
         self.hidden = int(config_value(cfg, "hidden_size", "n_embd", "d_model"))
-        self.ctx = Context(cfg, tp, ep, self.hidden, config_value(cfg, "num_attention_heads", "n_head", "num_heads"))
+        self.ctx = Context(cfg, layout, self.hidden, config_value(cfg, "num_attention_heads", "n_head", "num_heads"))
 
     @property
     def notes(self) -> list[str]:
@@ -188,7 +190,7 @@ class Planner:
             out.unsupported.append(Unsupported(mlp_path, 0, self.hidden,
                                                "vLLM runs a dense MLP here but the config has no intermediate_size"))
             return
-        i_r = sharding.require_divides(int(inter), self.tp, "intermediate_size")
+        i_r = sharding.require_divides(int(inter), self.layout.tp, "intermediate_size")
         roles.emit(self.ctx, out, "gate_up_proj", [f"{mlp_path}.gate_proj", f"{mlp_path}.up_proj"],
                    (2 * int(inter), self.hidden, bias), per_rank=(2 * i_r, self.hidden))
         roles.emit(self.ctx, out, "down_proj", [f"{mlp_path}.down_proj"], (self.hidden, int(inter), bias),
@@ -221,15 +223,16 @@ class Planner:
             else:
                 top.unsupported.append(Unsupported(path, dims[0], dims[1],
                                                    "Linear outside the decoder layers with no known role"))
-        if self.ep > 1 and not any(lay.moe for _, lay in per_layer):
-            raise UsageError("--ep", self.ep, "the model has no routed experts; use --ep 1")
-        if self.ep > 1 and not vllm_moe.vllm_sees_experts(self.cfg):
-            raise UsageError("--ep", self.ep, "vLLM refuses expert parallelism for this config: it reads the expert "
+        layout = self.layout
+        if layout.use_ep and not any(lay.moe for _, lay in per_layer):
+            raise UsageError("--ep", layout.ep, "the model has no routed experts; use --ep 1")
+        if layout.use_ep and not vllm_moe.vllm_sees_experts(self.cfg):
+            raise UsageError("--ep", layout.ep, "vLLM refuses expert parallelism for this config: it reads the expert "
                              f"count from {', '.join(vllm_moe.VLLM_NUM_EXPERTS_KEYS)} and the config sets none at "
                              "its top level (e.g. DBRX keeps moe_num_experts in ffn_config); use --ep 1")
         gemms, moes, unsup = merge(per_layer, top, layer_types)
         attention, mixers = merge_mixers(per_layer)
-        per_m = sharding.moe_tokens_per_m(self.tp, self.ep)
+        per_m = sharding.moe_tokens_per_m(layout)
         moes = tuple(replace(e, tokens_per_m=per_m) for e in moes)
         scheme, why = checkpoint_fp8_scheme(getattr(self.cfg, "quantization_config", None))
         info = ModelInfo(**{**info.__dict__, "notes": tuple(info.notes) + tuple(self.notes),
@@ -237,24 +240,13 @@ class Planner:
                             "vocab_size": int(config_value(self.cfg, "vocab_size", default=0)),
                             "fp8_scheme": scheme, "fp8_scheme_source": why,
                             "tie_word_embeddings": bool(getattr(self.cfg, "tie_word_embeddings", False))})
-        return Plan(model=info, tp=self.tp, ep=self.ep, gemms=gemms, moe=moes, attention=attention,
+        return Plan(model=info, tp=layout.tp, ep=layout.ep, gemms=gemms, moe=moes, attention=attention,
                     mixers_not_timed=mixers, unsupported=unsup)
 
 
-def check_parallel(tp: int, ep: int) -> None:
-    """TP/EP values vLLM accepts: EP is 1 or a multiple of TP (ep = dp*tp)."""
-    if tp < 1:
-        raise UsageError("--tp", tp, "must be a positive integer (GPUs per tensor-parallel group)")
-    if ep < 1:
-        raise UsageError("--ep", ep, "must be a positive integer (1 = no expert parallelism)")
-    if ep > 1 and ep % tp:
-        raise UsageError("--ep", ep, f"must be 1 or a multiple of --tp={tp} (vLLM's EP size is dp*tp)")
-
-
-def plan_from_build(build: Any, info: ModelInfo, tp: int, ep: int) -> Plan:
-    """Plan of a MetaBuild (meta_model.build_meta_model) at (tp, ep)."""
-    check_parallel(tp, ep)
-    return Planner(build.model, build.config, tp, ep).plan(info)
+def plan_from_build(build: Any, info: ModelInfo, layout: Layout) -> Plan:
+    """Plan of a MetaBuild (meta_model.build_meta_model) at `layout`."""
+    return Planner(build.model, build.config, layout).plan(info)
 
 
 def has_experts(model: Any) -> bool:
@@ -262,7 +254,7 @@ def has_experts(model: Any) -> bool:
     return any(path.rsplit(".", 1)[-1] == "experts" for path, _ in model.named_modules())
 
 
-def plan_checked(build: Any, info: ModelInfo, tp: int, ep: int, raw: dict[str, Any],
+def plan_checked(build: Any, info: ModelInfo, layout: Layout, raw: dict[str, Any],
                  allow_defaults: bool = False) -> Plan:
     """`plan_from_build`, refused when the plan depends on a key config.json (`raw`) lacks: the keys
     of the model's family (vllm_rules.required_keys) before planning, the sizes and counts the
@@ -279,7 +271,7 @@ def plan_checked(build: Any, info: ModelInfo, tp: int, ep: int, raw: dict[str, A
 
     with recorded_reads() as reads:
         try:
-            plan = plan_from_build(build, info, tp, ep)
+            plan = plan_from_build(build, info, layout)
         except UsageError:
             settle_reads(reads)  # a TP that does not divide a defaulted head count: show the missing key
             raise
@@ -292,30 +284,36 @@ def plan_checked(build: Any, info: ModelInfo, tp: int, ep: int, raw: dict[str, A
 def plan_model(model: str, tp: int = 1, ep: int = 1, revision: str | None = None,
                trust_remote_code: bool = False, allow_defaults: bool = False,
                plan_dir: str | None = None) -> Plan:
-    """Resolve MODEL, check its config, build it on meta, and plan it: the one call other modules need.
-    `allow_defaults`: plan even where config.json leaves a key the plan depends on to transformers'
-    class default (noted in the plan). `plan_dir`: where plans are kept between runs
-    (`plan_cache`); a plan kept there for this config, layout and code is returned without building
-    the model (never with remote code)."""
+    """Resolve MODEL, check its config, build it on meta, and plan it at `--tp TP --ep EP`: the one
+    call other modules need. `allow_defaults`: plan even where config.json leaves a key the plan
+    depends on to transformers' class default (noted in the plan). `plan_dir`: where plans are kept
+    between runs (`plan_cache`); a plan kept there for this config, layout and code is returned
+    without building the model (never with remote code)."""
+    return plan_layout(model, Layout.from_flags(tp, ep), revision=revision, trust_remote_code=trust_remote_code,
+                       allow_defaults=allow_defaults, plan_dir=plan_dir)
+
+
+def plan_layout(model: str, layout: Layout, *, revision: str | None = None, trust_remote_code: bool = False,
+                allow_defaults: bool = False, plan_dir: str | None = None) -> Plan:
+    """`plan_model` at a `Layout` already built from the flags."""
     from . import config_source, plan_cache
 
-    check_parallel(tp, ep)
     src = config_source.resolve(model, revision)
     config_checks.check_values(src.raw)
     key = ""
     if plan_dir and not trust_remote_code:
-        key = plan_cache.plan_key(src.raw, model=model, source=src.source, revision=revision, tp=tp, ep=ep,
-                                  allow_defaults=allow_defaults)
+        key = plan_cache.plan_key(src.raw, model=model, source=src.source, revision=revision, tp=layout.tp,
+                                  ep=layout.ep, allow_defaults=allow_defaults)
         kept = plan_cache.read_kept(plan_dir, key)
         if kept is not None:
             return kept
-    plan = _plan_source(src, model, tp, ep, revision, trust_remote_code, allow_defaults)
+    plan = _plan_source(src, model, layout, revision, trust_remote_code, allow_defaults)
     if key and plan_dir:
         plan_cache.keep(plan_dir, key, plan)
     return plan
 
 
-def _plan_source(src: Any, model: str, tp: int, ep: int, revision: str | None, trust_remote_code: bool,
+def _plan_source(src: Any, model: str, layout: Layout, revision: str | None, trust_remote_code: bool,
                  allow_defaults: bool) -> Plan:
     """The plan of a resolved config, built on meta tensors."""
     from . import meta_model
@@ -327,8 +325,8 @@ def _plan_source(src: Any, model: str, tp: int, ep: int, revision: str | None, t
     info = ModelInfo(name=model, source=src.source, model_type=str(src.raw.get("model_type")),
                      architecture=build.architecture, revision=revision,
                      notes=tuple(build.notes) + ((refusal,) if refusal else ()))
-    return plan_checked(build, info, tp, ep, src.raw, allow_defaults)
+    return plan_checked(build, info, layout, src.raw, allow_defaults)
 
 
-__all__ = ["TOWER_MARKERS", "Planner", "check_parallel", "find_decoder_layers", "has_experts", "plan_from_build",
-           "plan_checked", "plan_model"]
+__all__ = ["TOWER_MARKERS", "Planner", "find_decoder_layers", "has_experts", "plan_from_build",
+           "plan_checked", "plan_model", "plan_layout"]

@@ -2,9 +2,9 @@
 why a token mixer that is not softmax attention gets no row.
 
 In: a layer's logical head counts and sizes (from the meta model, checked against its q/k/v
-widths by `plan/roles.py`), the config, the layer index and the TP size. Out: the numbers of a
-`plan.schema.AttentionEntry`, or the reason of a `MixerNotTimed`. Each rule cites the vLLM 0.33.0
-source it follows; references/sharding.md ("Attention") has worked examples.
+widths by `plan/attention_roles.py`), the config, the layer index and the TP size. Out: the
+numbers of a `plan.schema.AttentionEntry`, or the reason of a `MixerNotTimed`. Each rule cites the
+vLLM 0.33.0 source it follows; references/sharding.md ("Attention") has worked examples.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """vLLM's tensor/expert-parallel sharding rules: one table of linear kinds, the kind of every plan
 role, and a few special rules (QKV heads, experts, Mamba2, GatedDeltaNet).
 
-In: logical sizes read from a config or a meta model, and the TP/EP sizes. Out: per-rank sizes (or
-the first local expert of an EP rank). Every rule cites the vLLM 0.33.0 source it paraphrases, as
+In: logical sizes read from a config or a meta model, and the TP/EP sizes (the MoE token and
+sequence-parallel rules read the whole `Layout`). Out: per-rank sizes (or the first local expert
+of an EP rank). Every rule cites the vLLM 0.33.0 source it paraphrases, as
 `vllm/<path>.py: <class or function>`; references/sharding.md documents the same rules with worked
 examples. vLLM's `divide(a, b)` (vllm/distributed/utils.py: divide) asserts `a % b == 0` and never
 pads for TP, so a TP that does not divide a size is a bad input here too: a one-line `UsageError`
@@ -230,7 +231,7 @@ def gdn_per_rank(num_k_heads: int, num_v_heads: int, head_k_dim: int, head_v_dim
     return 2 * hk_r * head_k_dim + 2 * hv_r * head_v_dim, 2 * hv_r, hv_r * head_v_dim
 
 
-def moe_tokens_per_m(tp: int, ep: int) -> int:
+def moe_tokens_per_m(layout: Layout) -> int:
     """Tokens a rank's MoE layer runs per token M of its attention: EP/TP under expert parallelism,
     1 without it.
 
@@ -243,10 +244,10 @@ def moe_tokens_per_m(tp: int, ep: int) -> int:
     FusedMoE.forward_impl, do_naive_dispatch_combine when dp_size > 1; the all-to-all
     prepare/finalize kernels move the same pairs). TP=EP (DP=1) gives M; TP=1 EP=8 gives 8M.
 
-    >>> moe_tokens_per_m(1, 1), moe_tokens_per_m(4, 4), moe_tokens_per_m(1, 8), moe_tokens_per_m(2, 8)
-    (1, 1, 8, 4)
+    >>> [moe_tokens_per_m(Layout.from_flags(tp, ep)) for tp, ep in ((1, 1), (4, 4), (1, 8), (2, 8))]
+    [1, 1, 8, 4]
     """
-    return Layout.from_flags(tp, ep).tokens_per_m
+    return layout.tokens_per_m
 
 
 #: model_type of the configs whose vLLM MoE block builds its shared experts with
@@ -272,34 +273,37 @@ SP_MOE_CHUNKED_MODEL_TYPES = SP_MOE_SHARED_EXPERT_MODEL_TYPES | frozenset({
 })
 
 
-def sequence_parallel_moe(tp: int, ep: int) -> bool:
+def sequence_parallel_moe(layout: Layout) -> bool:
     """vLLM's `ParallelConfig.use_sequence_parallel_moe` (vllm/config/parallel.py) at the default
     all2all backend "allgather_reducescatter" (in its list): enable_expert_parallel and
     tensor_parallel_size > 1 and data_parallel_size > 1, with DP = EP/TP here.
 
-    >>> sequence_parallel_moe(2, 8), sequence_parallel_moe(8, 8), sequence_parallel_moe(1, 8)
-    (True, False, False)
+    >>> [sequence_parallel_moe(Layout.from_flags(tp, ep)) for tp, ep in ((2, 8), (8, 8), (1, 8))]
+    [True, False, False]
     """
-    return Layout.from_flags(tp, ep).sequence_parallel_moe
+    return layout.sequence_parallel_moe
 
 
-def shared_experts_replicated(tp: int, ep: int, model_type: str) -> bool:
+def shared_experts_replicated(layout: Layout, model_type: str) -> bool:
     """Whether the shared experts run full width on every rank (not split by TP): under
     sequence-parallel MoE, for the models of `SP_MOE_SHARED_EXPERT_MODEL_TYPES`. They then see
     ceil(M/TP) tokens per rank (vllm/model_executor/models/utils.py: sequence_parallel_chunk_impl
     pads M to a multiple of TP and keeps this rank's chunk). The routed experts still run
     M*EP/TP tokens (`moe_tokens_per_m`): the dispatch gathers ceil(M/TP) from each of the EP ranks."""
-    return sequence_parallel_moe(tp, ep) and model_type in SP_MOE_SHARED_EXPERT_MODEL_TYPES
+    return sequence_parallel_moe(layout) and model_type in SP_MOE_SHARED_EXPERT_MODEL_TYPES
 
 
-def moe_block_chunked(tp: int, ep: int, model_type: str) -> bool:
+def moe_block_chunked(layout: Layout, model_type: str) -> bool:
     """Whether the MoE block's router (and shared experts, gate) run on ceil(M/TP) tokens per
     rank: under sequence-parallel MoE, for the models of `SP_MOE_CHUNKED_MODEL_TYPES`.
 
-    >>> moe_block_chunked(2, 8, "qwen3_moe"), moe_block_chunked(2, 8, "glm4_moe"), moe_block_chunked(8, 8, "qwen3_moe")
-    (True, False, False)
+    >>> tp2_ep8, tp8_ep8 = Layout.from_flags(2, 8), Layout.from_flags(8, 8)
+    >>> [moe_block_chunked(tp2_ep8, "qwen3_moe"), moe_block_chunked(tp2_ep8, "glm4_moe")]
+    [True, False]
+    >>> moe_block_chunked(tp8_ep8, "qwen3_moe")
+    False
     """
-    return sequence_parallel_moe(tp, ep) and model_type in SP_MOE_CHUNKED_MODEL_TYPES
+    return sequence_parallel_moe(layout) and model_type in SP_MOE_CHUNKED_MODEL_TYPES
 
 
 def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
