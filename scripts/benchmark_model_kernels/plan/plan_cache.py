@@ -4,7 +4,7 @@ Building the model on meta tensors imports transformers (and whatever it pulls i
 scikit-learn where installed) and takes seconds; a sweep or a re-run plans the same config again.
 A plan is kept under a key of everything it depends on (the config's JSON, MODEL as given and how
 it resolved, the revision, TP, EP, --allow_defaults, the transformers and torch versions, and the
-code of plan/, vllm_rules/ and errors.py), so a kept plan is never stale: a changed config, version
+code of plan/, vllm_rules/, core/errors.py and the plan schema), so a kept plan is never stale: a changed config, version
 or rule is another key. Configs with remote code are never kept (their code is not in the key).
 Only plans that were made are kept; a config the planner refuses is refused again each time.
 """
@@ -20,7 +20,7 @@ from ..core.plan_schema import Plan, PlanError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The code a plan depends on, relative to the package.
-_PLAN_CODE = ("plan", "vllm_rules", "errors.py")
+_PLAN_CODE = ("plan", "vllm_rules", "core/errors.py", "core/plan_schema.py", "core/plan_entries.py")
 KEY_FORMAT = 1
 
 
@@ -32,7 +32,7 @@ def default_plan_dir() -> str:
 
 
 def code_digest() -> str:
-    """Digest of the planner's code (every .py under plan/ and vllm_rules/, and errors.py)."""
+    """Digest of the planner's code (every .py under plan/ and vllm_rules/, core's errors and plan schema)."""
     return digest_files(python_files(_PACKAGE, _PLAN_CODE), _PACKAGE)
 
 
