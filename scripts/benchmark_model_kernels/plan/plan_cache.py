@@ -5,7 +5,8 @@ scikit-learn where installed) and takes seconds; a sweep or a re-run plans the s
 A plan is kept under a key of everything it depends on (the config's JSON, MODEL as given and how
 it resolved, the revision, TP, EP, --allow_defaults, the transformers and torch versions, and the
 code of plan/, vllm_rules/, core/errors.py and the plan schema), so a kept plan is never stale:
-a changed config, version or rule is another key. Configs with remote code are never kept (their code is not in the key).
+a changed config, version or rule is another key. Configs with remote code are never kept (their
+code is not in the key).
 Only plans that were made are kept; a config the planner refuses is refused again each time.
 """
 
