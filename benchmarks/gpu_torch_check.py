@@ -27,6 +27,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+from benchmark_model_kernels.cases import backends as bk  # noqa: E402
 from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape  # noqa: E402
 from benchmark_model_kernels.core.results_schema import Row, RunSettings  # noqa: E402
 from benchmark_model_kernels.kernels import quant_timing, torch_ops  # noqa: E402
@@ -58,12 +59,19 @@ QUANT_MOE = (("trtllm_fp8_per_tensor_scale_moe", "fp8", "trtllm", ""),
              ("cutlass_fused_moe", "nvfp4", "cutlass", "quantized_input"))
 
 
+def activation_quant(kind, dtype, routine, backend, variant, m):
+    """The activation format the case builder records for this backend-table row at M rows."""
+    spec = bk.find_spec(kind, dtype, routine, backend, variant)
+    return bk.activation_quant(spec, m) if spec is not None else ""
+
+
 def gemm_case(label, m, n, k, routine, dtype, backend="torch", variant="", with_quant=False):
     shape = GemmShape(m, n, k)
     cid = f"gemm.{label}.m{m}.{dtype}.{backend}" + (f".{variant}" if variant else "")
     return Case(case_id=cid + (".q" if with_quant else ""), kind="gemm", name=label, modules=(),
                 layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=shape,
-                physical=shape, variant=variant, with_quant=with_quant)
+                physical=shape, variant=variant, with_quant=with_quant,
+                activation_quant=activation_quant("gemm", dtype, routine, backend, variant, m))
 
 
 def moe_case(label, m, h, i, e, eg, top_k, routine, dtype, backend="torch", variant="",
@@ -72,7 +80,8 @@ def moe_case(label, m, h, i, e, eg, top_k, routine, dtype, backend="torch", vari
     cid = f"moe.{label}.m{m}.{dtype}.{backend}" + (f".{variant}" if variant else "")
     return Case(case_id=cid + (".q" if with_quant else ""), kind="moe", name=label, modules=(),
                 layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=shape,
-                physical=shape, variant=variant, with_quant=with_quant, activation="Swiglu")
+                physical=shape, variant=variant, with_quant=with_quant, activation="Swiglu",
+                activation_quant=activation_quant("moe", dtype, routine, backend, variant, m))
 
 
 def row_for(case: Case, median_us: float | None) -> Row:
@@ -84,7 +93,8 @@ def row_for(case: Case, median_us: float | None) -> Row:
     if isinstance(p, GemmShape):
         return Row(n=p.n, k=p.k, phys_n=p.n, phys_k=p.k, **common)
     return Row(hidden=p.hidden, intermediate=p.intermediate, experts=p.experts,
-               global_experts=p.global_experts, top_k=p.top_k, activation=case.activation, **common)
+               global_experts=p.global_experts, top_k=p.top_k, activation=case.activation,
+               gated=case.gated, **common)
 
 
 def fmt(v, spec=".1f"):

@@ -68,7 +68,7 @@ def test_every_committed_results_json_meets_the_schema(path):
 
 @pytest.mark.parametrize("bad", [
     {"status": "great"}, {"mode": "turbo"}, {"check": "maybe"}, {"m": 0}, {"p90_us": "fast"},
-    {"samples_us": [1.0, "x"]}, {"n_samples": -1},
+    {"samples_us": [1.0, "x"]}, {"n_samples": -1}, {"gated": "yes"},
 ])
 def test_the_schema_and_the_validator_refuse_the_same_bad_rows(bad):
     row = {"case_id": "c", "kind": "gemm", "name": "g", "modules": "", "layers": 1, "m": 1, "dtype": "bf16",

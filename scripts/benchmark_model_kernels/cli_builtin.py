@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from .cases.build import plan_from_shapes
+from .core.case_schema import NON_GATED_ACTIVATIONS
 from .core.errors import OneLineArgumentParser, UsageError, cli_main
 from .core.files import path_arg, same_file
 from .core.plan_schema import MoeEntry, Plan, Routing, read_plan_file
@@ -22,7 +23,6 @@ from .doctor import environment
 from .report import report
 from .run import phases
 from .run.flags import add_run_arguments
-from .run.roofline import NON_GATED_ACTIVATIONS
 from .run.runner import run_from_args
 
 #: FlashInfer ActivationType names accepted by --moe_activation (flashinfer/tllm_enums.py:66-78).

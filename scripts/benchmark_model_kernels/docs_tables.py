@@ -18,6 +18,7 @@ from typing import Callable
 
 from .cases import attention as at
 from .cases import backends as bk
+from .cases import kernel_limits as kl
 from .vllm_rules import dispatch as dp
 from .vllm_rules import padding as pd
 
@@ -63,7 +64,7 @@ def render_quant_formats() -> str:
 
 def render_shape_limits() -> str:
     rows = [(_code(s.routine), _code(s.backend), s.dtype or "all", f"{s.dim} % {s.multiple} == 0",
-             s.why, s.source) for s in bk.SHAPE_LIMITS]
+             s.why, s.source) for s in kl.SHAPE_LIMITS]
     return _table(("routine", "backend", "dtype", "needs (physical shape)", "why", "source"), rows)
 
 

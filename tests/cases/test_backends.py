@@ -9,6 +9,7 @@ import pytest
 
 from benchmark_model_kernels import docs_tables
 from benchmark_model_kernels.cases import backends as bk
+from benchmark_model_kernels.cases import kernel_limits as kl
 from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
 from benchmark_model_kernels.core.plan_schema import Routing
 
@@ -124,56 +125,54 @@ def test_unknown_capability_skips_nothing():
      "16-byte"),
 ])
 def test_gemm_shape_limits(case, expect):
-    assert expect in bk.shape_limit(case)
+    assert expect in kl.shape_limit(case)
 
 
 def test_gemm_shape_limits_pass_aligned_shapes():
     for routine, backend in (("mm_bf16", "tinygemm"), ("mm_fp8", "trtllm_low_latency"),
                              ("mm_fp4", "trtllm"), ("bmm_fp8", "cublas"), ("bmm_fp8", "cudnn")):
-        assert bk.shape_limit(gemm_case(routine, backend, 4096, 4096)) == ""
+        assert kl.shape_limit(gemm_case(routine, backend, 4096, 4096)) == ""
     # cudnn bmm_fp8 has no known alignment limit.
-    assert bk.shape_limit(gemm_case("bmm_fp8", "cudnn", 1000, 1000, dtype="fp8")) == ""
+    assert kl.shape_limit(gemm_case("bmm_fp8", "cudnn", 1000, 1000, dtype="fp8")) == ""
 
 
 def test_moe_activation_and_routing_limits():
-    assert "Swiglu only" in bk.shape_limit(moe_case("cute_dsl_fp4_block_scale_moe", "cute-dsl",
+    assert "Swiglu only" in kl.shape_limit(moe_case("cute_dsl_fp4_block_scale_moe", "cute-dsl",
                                                     activation="Geglu"))
     # Non-gated Relu2 runs on both trtllm routines (their launchers never check the [E, 2I, H]
     # weights the driver allocates); other non-gated activations have no trtllm kernel.
     for routine, dtype in (("trtllm_fp4_block_scale_moe", "nvfp4"),
                            ("trtllm_fp8_per_tensor_scale_moe", "fp8")):
         relu2 = moe_case(routine, "trtllm", activation="Relu2", gated=False, dtype=dtype)
-        assert bk.shape_limit(relu2) == ""
+        assert kl.shape_limit(relu2) == ""
         relu = moe_case(routine, "trtllm", activation="Relu", gated=False, dtype=dtype)
-        assert "non-gated activations Relu2, Identity only" in bk.shape_limit(relu)
+        assert "non-gated activations Relu2, Identity only" in kl.shape_limit(relu)
     bias = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", activation="SwigluBias")
-    assert "SwigluBias" in bk.shape_limit(bias)
+    assert "SwigluBias" in kl.shape_limit(bias)
     odd = moe_case("trtllm_fp4_block_scale_moe", "trtllm", routing=Routing("sigmoid_renorm"))
-    assert "'sigmoid_renorm'" in bk.shape_limit(odd)
+    assert "'sigmoid_renorm'" in kl.shape_limit(odd)
     llama = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", routing=Routing("llama4"))
-    assert "top_k == 1" in bk.shape_limit(llama)
+    assert "top_k == 1" in kl.shape_limit(llama)
     ok_llama = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", routing=Routing("llama4"),
                         top_k=1)
-    assert bk.shape_limit(ok_llama) == ""
+    assert kl.shape_limit(ok_llama) == ""
     ds = Routing("deepseek_v3", n_group=8, topk_group=4, routed_scaling_factor=2.5,
                  use_routing_bias=True)
-    assert bk.shape_limit(moe_case("trtllm_fp4_block_scale_moe", "trtllm", routing=ds)) == ""
+    assert kl.shape_limit(moe_case("trtllm_fp4_block_scale_moe", "trtllm", routing=ds)) == ""
     # Routines that ignore routing take any method and any cutlass activation.
-    assert bk.shape_limit(moe_case("cutlass_fused_moe", "cutlass", activation="Relu2",
+    assert kl.shape_limit(moe_case("cutlass_fused_moe", "cutlass", activation="Relu2",
                                    gated=False, routing=Routing("sigmoid_renorm"))) == ""
 
 
 def test_activation_quant_formats():
-    small = gemm_case("mm_fp4", "trtllm", 4096, 4096, m=32, dtype="nvfp4")
-    large = gemm_case("mm_fp4", "trtllm", 4096, 4096, m=33, dtype="nvfp4")
-    assert bk.activation_quant(small) == "nvfp4_8x4"
-    assert bk.activation_quant(large) == "nvfp4_128x4"
-    assert bk.activation_quant(gemm_case("mm_fp4", "cudnn", 4096, 4096, m=1,
-                                         dtype="nvfp4")) == "nvfp4_128x4"
-    per_token = gemm_case("torch._scaled_mm", "torch", 4096, 4096, dtype="fp8", variant="per_token")
-    assert bk.activation_quant(per_token) == "fp8_per_token_dynamic"
-    assert bk.activation_quant(gemm_case("mm_bf16", "cudnn", 64, 64)) == ""
-    assert bk.activation_quant(moe_case("trtllm_fp4_block_scale_moe", "trtllm")) == "nvfp4_linear"
+    trtllm_fp4 = spec("mm_fp4", "trtllm")
+    assert bk.activation_quant(trtllm_fp4, 32) == "nvfp4_8x4"
+    assert bk.activation_quant(trtllm_fp4, 33) == "nvfp4_128x4"
+    assert bk.activation_quant(spec("mm_fp4", "cudnn"), 1) == "nvfp4_128x4"
+    assert bk.activation_quant(spec("torch._scaled_mm", "torch", "per_token"), 8) == "fp8_per_token_dynamic"
+    assert bk.activation_quant(spec("mm_bf16", "cudnn"), 8) == ""
+    assert bk.activation_quant(spec("trtllm_fp4_block_scale_moe", "trtllm"), 16) == "nvfp4_linear"
+    assert bk.activation_quant(spec("cutlass_fused_moe", "cutlass"), 16) == ""  # quantizes inside
 
 
 def test_doctests():
@@ -213,7 +212,7 @@ def ds(n_group: int | None, topk_group: int | None) -> Routing:
                    routed_scaling_factor=2.5, use_routing_bias=True, scoring_func="sigmoid")
 
 
-@pytest.mark.parametrize("routine", sorted(bk.ROUTING_IN_KERNEL))
+@pytest.mark.parametrize("routine", sorted(kl.ROUTING_IN_KERNEL))
 @pytest.mark.parametrize("routing,experts,top_k,expect", [
     # DeepSeek-V3/R1: E=256, 8 groups, 4 kept, k=8 -> runs.
     (ds(8, 4), 256, 8, ""),
@@ -236,7 +235,7 @@ def ds(n_group: int | None, topk_group: int | None) -> Routing:
     (Routing("renormalize_naive"), 128, 40, "top_k <= 32"),
 ])
 def test_trtllm_routing_limits_known_before_launch(routine, routing, experts, top_k, expect):
-    reason = bk.shape_limit(moe_routing_case(routine, routing, experts, top_k))
+    reason = kl.shape_limit(moe_routing_case(routine, routing, experts, top_k))
     if expect:
         assert expect in reason and reason.startswith(routine)
     else:
@@ -247,7 +246,7 @@ def test_routing_limits_do_not_touch_routines_that_ignore_routing():
     for routine, backend in (("cutlass_fused_moe", "cutlass"),
                              ("cute_dsl_fp4_block_scale_moe", "cute-dsl")):
         case = moe_routing_case(routine, ds(1, 1), 384, 8)
-        assert bk.shape_limit(Case(**{**case.__dict__, "backend": backend})) == ""
+        assert kl.shape_limit(Case(**{**case.__dict__, "backend": backend})) == ""
 
 
 @pytest.mark.parametrize("dtype,dim,value,multiple", [
@@ -260,10 +259,10 @@ def test_cutlass_moe_tma_alignment(dtype, dim, value, multiple):
     case = Case(case_id="t", kind="moe", name="t", modules=(), layers=1, m=16, dtype=dtype,
                 backend="cutlass", routine="cutlass_fused_moe", logical=shape, physical=shape,
                 activation="Swiglu", routing=Routing("renormalize"))
-    reason = bk.shape_limit(case)
+    reason = kl.shape_limit(case)
     assert f"{dim} % {multiple} == 0" in reason and "binding.cu" in reason
     aligned = Case(**{**case.__dict__, "physical": MoeShape(16, 2048, 128, 128, 128, 8)})
-    assert bk.shape_limit(aligned) == ""
+    assert kl.shape_limit(aligned) == ""
 
 
 def test_mm_fp8_runs_on_the_sm100_family_including_b300():

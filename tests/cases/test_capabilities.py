@@ -127,7 +127,8 @@ def test_an_added_backend_another_routine_has_gets_the_routine_in_its_id():
     added = cases["gemm.qkv_proj.m8.fp8.cudnn.mm_fp8"]
     assert added.routine == "mm_fp8" and added.skip_reason == "" and added.scheme == "per_tensor"
     assert cases["gemm.qkv_proj.m8.fp8.cudnn.mm_fp8.q"].with_quant
-    assert bk.activation_quant(added) == "fp8_per_tensor_static"
+    assert added.activation_quant == "fp8_per_tensor_static"
+    assert cases["gemm.qkv_proj.m8.fp8.cudnn.mm_fp8.q"].activation_quant == "fp8_per_tensor_static"
     assert cases["gemm.qkv_proj.m8.fp8.cudnn"].routine == "bmm_fp8"
 
 

@@ -211,6 +211,26 @@ def test_mm_fp4_scale_layout_flags():
     assert all("--use_nvfp4" in c.driver_args for c in cases.values() if c.kind == "gemm")
 
 
+def test_each_case_records_the_activation_format_its_kernel_takes():
+    """The builder decides the format once: the driver's scale-layout flag and the with_quant twin
+    follow it (trtllm mm_fp4: 8x4 up to 32 rows, as vLLM feeds it)."""
+    cases = by_id(build_cases(small_plan(), [32, 33], dtypes=["bf16", "fp8", "nvfp4"]))
+    assert cases["gemm.qkv_proj.m32.nvfp4.trtllm"].activation_quant == "nvfp4_8x4"
+    assert cases["gemm.qkv_proj.m32.nvfp4.trtllm.q"].activation_quant == "nvfp4_8x4"
+    assert cases["gemm.qkv_proj.m33.nvfp4.trtllm.q"].activation_quant == "nvfp4_128x4"
+    assert cases["gemm.qkv_proj.m32.nvfp4.cudnn.q"].activation_quant == "nvfp4_128x4"
+    assert cases["gemm.qkv_proj.m32.fp8.torch.per_token.q"].activation_quant == "fp8_per_token_dynamic"
+    assert cases["moe.experts.m32.nvfp4.trtllm.q"].activation_quant == "nvfp4_linear"
+    assert cases["moe.experts.m32.nvfp4.cutlass"].activation_quant == ""  # quantizes inside
+    assert cases["gemm.qkv_proj.m32.bf16.cudnn"].activation_quant == ""
+    for c in cases.values():
+        if c.routine == "mm_fp4":
+            assert ("--use_128x4_sf_layout" in c.driver_args) == (c.activation_quant == "nvfp4_128x4")
+        assert Case.from_dict(c.to_dict()) == c
+    old = {k: v for k, v in cases["gemm.qkv_proj.m32.bf16.cudnn"].to_dict().items() if k != "activation_quant"}
+    assert Case.from_dict(old).activation_quant == ""  # a cases.json without the field still loads
+
+
 # ---------------------------------------------------------------------------------------------
 # driver_args
 
@@ -337,13 +357,13 @@ def test_no_ep_flags_without_ep():
 
 def test_uneven_ep():
     # E=10 over EP4: ranks hold 3, 3, 2, 2 experts (remainder on the first ranks).
-    plan = replace(small_plan(experts=3, global_experts=10, top_k=2, ep_rank=1), ep=4)
+    plan = replace(small_plan(experts=3, global_experts=10, top_k=2, ep_rank=1), tp=1, ep=4)
     cases = by_id(build_cases(plan, [8]))
     trt = cases["moe.experts.m8.fp8.trtllm"]
     assert (flag(trt, "--local_num_experts"), flag(trt, "--local_expert_offset")) == ("3", "3")
     cut = cases["moe.experts.m8.fp8.cutlass"]
     assert flag(cut, "--ep_size") == "3"  # 10 // 3 == 3 local experts
-    rank3 = replace(small_plan(experts=2, global_experts=10, top_k=2, ep_rank=3), ep=4)
+    rank3 = replace(small_plan(experts=2, global_experts=10, top_k=2, ep_rank=3), tp=1, ep=4)
     trt3 = by_id(build_cases(rank3, [8]))["moe.experts.m8.fp8.trtllm"]
     assert flag(trt3, "--local_expert_offset") == "8"
 

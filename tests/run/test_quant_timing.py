@@ -14,20 +14,21 @@ from benchmark_model_kernels.kernels.timing import UnsupportedCase
 from support import requires_gpu
 
 
-def gemm_case(routine, dtype, backend, m=8, n=6144, k=4096, variant="", driver_args=(), phys_k=None):
+def gemm_case(routine, dtype, backend, m=8, n=6144, k=4096, variant="", phys_k=None, quant=""):
     logical = GemmShape(m, n, k)
     physical = GemmShape(m, n, phys_k or k)
     return Case(case_id=f"gemm.q.m{m}.{dtype}.{backend}.q", kind="gemm", name="q", modules=(),
                 layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=logical,
-                physical=physical, variant=variant, with_quant=True, driver_args=driver_args)
+                physical=physical, variant=variant, with_quant=True, activation_quant=quant)
 
 
-def moe_case(routine, dtype, backend, m=8, hidden=2048, phys_hidden=None, variant=""):
+def moe_case(routine, dtype, backend, m=8, hidden=2048, phys_hidden=None, variant="", quant=""):
     logical = MoeShape(m, hidden, 768, 128, 128, 8)
     physical = MoeShape(m, phys_hidden or hidden, 768, 128, 128, 8)
     return Case(case_id=f"moe.e.m{m}.{dtype}.{backend}.q", kind="moe", name="experts", modules=(),
                 layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=logical,
-                physical=physical, variant=variant, with_quant=True, activation="Swiglu")
+                physical=physical, variant=variant, with_quant=True, activation="Swiglu",
+                activation_quant=quant)
 
 
 @pytest.mark.parametrize(
@@ -43,23 +44,42 @@ def moe_case(routine, dtype, backend, m=8, hidden=2048, phys_hidden=None, varian
          qt.QuantSpec("fp8_per_tensor", 64, 2048)),
         (moe_case("torch._scaled_grouped_mm", "fp8", "torch", m=64),
          qt.QuantSpec("fp8_per_token", 64, 2048)),
-        # NVFP4: physical (padded) K / hidden is what gets quantized
-        (gemm_case("mm_fp4", "nvfp4", "cutlass", k=4000, phys_k=4032),
+        # NVFP4: physical (padded) K / hidden is what gets quantized, in the recorded scale layout
+        (gemm_case("mm_fp4", "nvfp4", "cutlass", k=4000, phys_k=4032, quant="nvfp4_128x4"),
          qt.QuantSpec("nvfp4", 8, 4032, "128x4")),
-        (gemm_case("mm_fp4", "nvfp4", "trtllm"), qt.QuantSpec("nvfp4", 8, 4096, "8x4")),
-        (gemm_case("mm_fp4", "nvfp4", "trtllm", driver_args=("--routine", "mm_fp4", "--use_128x4_sf_layout")),
-         qt.QuantSpec("nvfp4", 8, 4096, "128x4")),
-        (moe_case("cutlass_fused_moe", "nvfp4", "cutlass", variant="quantized_input"),
+        (gemm_case("mm_fp4", "nvfp4", "trtllm", quant="nvfp4_8x4"), qt.QuantSpec("nvfp4", 8, 4096, "8x4")),
+        (gemm_case("mm_fp4", "nvfp4", "trtllm", m=64, quant="nvfp4_128x4"),
+         qt.QuantSpec("nvfp4", 64, 4096, "128x4")),
+        (moe_case("cutlass_fused_moe", "nvfp4", "cutlass", variant="quantized_input", quant="nvfp4_128x4"),
          qt.QuantSpec("nvfp4", 8, 2048, "128x4")),
-        (moe_case("trtllm_fp4_block_scale_moe", "nvfp4", "trtllm", hidden=2880, phys_hidden=3072),
+        (moe_case("trtllm_fp4_block_scale_moe", "nvfp4", "trtllm", hidden=2880, phys_hidden=3072,
+                  quant="nvfp4_linear"),
          qt.QuantSpec("nvfp4", 8, 3072, "linear")),
-        (moe_case("cute_dsl_fp4_block_scale_moe", "nvfp4", "cute-dsl"),
+        (moe_case("cute_dsl_fp4_block_scale_moe", "nvfp4", "cute-dsl", quant="nvfp4_linear"),
          qt.QuantSpec("nvfp4", 8, 2048, "linear")),
     ],
     ids=lambda v: v.case_id if isinstance(v, Case) else v.method,
 )
 def test_quant_spec(case, expected):
     assert qt.quant_spec(case) == expected
+
+
+def test_built_nvfp4_twins_quantize_in_the_layout_their_driver_argv_names():
+    """One decision: the builder's activation format gives both the driver's --use_128x4_sf_layout
+    and the layout the with_quant twin times."""
+    from benchmark_model_kernels.cases.build import build_cases, plan_from_shapes
+
+    twins = [c for c in build_cases(plan_from_shapes([(4096, 4096, "q")]), [8, 32, 33, 512], ["nvfp4"])
+             if c.with_quant]
+    assert {c.backend for c in twins} >= {"trtllm", "cudnn", "cutlass"}
+    for c in twins:
+        expected = "128x4" if "--use_128x4_sf_layout" in c.driver_args else "8x4"
+        assert qt.quant_spec(c).sf_layout == expected, c.case_id
+
+
+def test_an_nvfp4_twin_without_a_recorded_format_is_refused():
+    with pytest.raises(ValueError, match="activation_quant='' is not an NVFP4 format"):
+        qt.quant_spec(gemm_case("mm_fp4", "nvfp4", "cutlass"))
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,8 @@ def test_every_row_field_has_a_check():
     from benchmark_model_kernels.core.results_schema import Row
 
     for f in fields(Row):
-        assert str(f.type) in {"str", "int", "bool", "int | None", "float | None", "list[float] | None"}, \
+        assert str(f.type) in {"str", "int", "bool", "bool | None", "int | None", "float | None",
+                               "list[float] | None"}, \
             f"Row.{f.name}: {f.type}"
 
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from benchmark_model_kernels.core.results_schema import Row
+from benchmark_model_kernels.core.results_schema import Row, row_from_dict
 from benchmark_model_kernels.run import roofline
 
 
@@ -17,12 +17,12 @@ def gemm_row(m, n, k, dtype, median_us, **kw):
                status="ok" if median_us else "failed", **kw)
 
 
-def moe_row(m, h, i, e, eg, top_k, dtype, median_us, activation="Swiglu"):
+def moe_row(m, h, i, e, eg, top_k, dtype, median_us, activation="Swiglu", gated=True):
     return Row(case_id=f"moe.experts.m{m}.{dtype}.torch", kind="moe", name="experts", modules="",
                layers=48, m=m, dtype=dtype, backend="torch", routine="torch._grouped_mm",
                variant="", with_quant=False, hidden=h, intermediate=i, experts=e,
                global_experts=eg, top_k=top_k, phys_hidden=h, phys_intermediate=i,
-               activation=activation, median_us=median_us, status="ok")
+               activation=activation, gated=gated, median_us=median_us, status="ok")
 
 
 # Example 1 (references/roofline.md): Llama-3.1-8B qkv_proj TP=1, M=8, BF16, 19.3 us on H200.
@@ -88,8 +88,27 @@ def test_non_gated_moe_uses_i_for_gemm1():
     plain, _ = roofline.moe_flops_bytes(4, 1024, 512, 8, 8, 2, False, "bf16")
     assert gated == 8 * (2 * 1024 * 1024 + 2 * 512 * 1024)
     assert plain == 8 * (2 * 1024 * 512 + 2 * 512 * 1024)
-    row = roofline.annotate(moe_row(4, 1024, 512, 8, 8, 2, "bf16", 10.0, "Relu2"), "NVIDIA H200")
+    row = roofline.annotate(moe_row(4, 1024, 512, 8, 8, 2, "bf16", 10.0, "Relu2", gated=False), "NVIDIA H200")
     assert row.flops == plain
+
+
+def test_the_row_gated_field_decides_gemm1_not_the_activation_name():
+    """The case's decision travels on the row: a gated row counts 2*I whatever its activation is
+    called; a row that does not say has no MoE FLOPs (unknown is never a default)."""
+    gated, _ = roofline.moe_flops_bytes(4, 1024, 512, 8, 8, 2, True, "bf16")
+    row = roofline.annotate(moe_row(4, 1024, 512, 8, 8, 2, "bf16", 10.0, "Relu2", gated=True), "NVIDIA H200")
+    assert row.flops == gated
+    assert roofline.row_flops_bytes(moe_row(4, 1024, 512, 8, 8, 2, "bf16", 10.0, gated=None)) is None
+
+
+@pytest.mark.parametrize("activation, gated", [("Swiglu", True), ("", True), ("SwigluBias", True),
+                                               ("Relu2", False), ("Silu", False), ("Identity", False)])
+def test_moe_rows_of_results_without_gated_read_as_their_activation_says(activation, gated):
+    raw = {k: v for k, v in dataclasses.asdict(moe_row(4, 1024, 512, 8, 8, 2, "bf16", 10.0, activation)).items()
+           if k != "gated"}
+    assert row_from_dict(raw).gated is gated
+    assert row_from_dict({**raw, "gated": not gated}).gated is (not gated)
+    assert row_from_dict({**raw, "kind": "gemm"}).gated is None
 
 
 def test_no_time_keeps_flops_but_no_rates():

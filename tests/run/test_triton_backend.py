@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark_model_kernels.cases.backends import TRITON_MOE_ACTIVATIONS
+from benchmark_model_kernels.cases.kernel_limits import TRITON_MOE_ACTIVATIONS
 from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.kernels import triton_ops
 from benchmark_model_kernels.kernels.triton_moe.problem import ACTIVATIONS, GATED_ACTIVATIONS

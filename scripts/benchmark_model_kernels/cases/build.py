@@ -2,7 +2,9 @@
 
 `build_cases` turns a Plan into Cases (`core/case_schema.py`), applying vLLM's padding per backend
 (`vllm_rules/padding.py`) and deciding `skip_reason` up front for what the GPU or a known shape
-limit rules out (`cases/backends.py`), so no GPU time is spent on a cell whose answer is known.
+limit rules out (`cases/backends.py`, `cases/kernel_limits.py`), so no GPU time is spent on a cell
+whose answer is known. Each Case records the activation format its kernel consumes
+(`backends.activation_quant`), which its driver argv and its with_quant twin follow.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from ..core.errors import UsageError
 from ..core.plan_schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 from ..vllm_rules.dispatch import default_match
 from ..vllm_rules.layers import kept_in_bf16
+from ..vllm_rules.layout import Layout
 from ..vllm_rules.padding import physical_gemm, physical_moe
-from ..vllm_rules.sharding import first_local_expert
 from . import backends as bk
 from .attention import DEFAULT_SWEEP, AttentionSweep, attention_cases
-from .backends import DRIVER_ROUTING_METHODS, TRTLLM_FP4_8X4_MAX_M
 from .capabilities import HAND, Capabilities
+from .kernel_limits import DRIVER_ROUTING_METHODS, shape_limit
 
 #: FlashInfer `ActivationType` names at v0.6.17 (flashinfer/tllm_enums.py), InvalidType excluded.
 FLASHINFER_ACTIVATIONS = ("Gelu", "Relu", "Silu", "Swiglu", "Geglu", "SwigluBias", "Relu2",
@@ -38,9 +40,9 @@ def _case_id(kind: str, name: str, m: int, dtype: str, backend: str, variant: st
     return ".".join(parts)
 
 
-def _gemm_driver_args(case_id: str, routine: str, backend: str, m: int, shape: GemmShape
-                      ) -> tuple[str, ...]:
-    args = ["--routine", routine, "--m", str(m), "--n", str(shape.n), "--k", str(shape.k)]
+def _gemm_driver_args(case_id: str, routine: str, backend: str, shape: GemmShape,
+                      activation_quant: str) -> tuple[str, ...]:
+    args = ["--routine", routine, "--m", str(shape.m), "--n", str(shape.n), "--k", str(shape.k)]
     if routine == "bmm_fp8":
         args += ["--batch_size", "1", "--input_dtype", "fp8_e4m3", "--mat2_dtype", "fp8_e4m3"]
     elif routine == "mm_fp8":
@@ -51,8 +53,9 @@ def _gemm_driver_args(case_id: str, routine: str, backend: str, m: int, shape: G
                  "--mat2_dtype", "fp8_e4m3"]
     elif routine == "mm_fp4":
         args.append("--use_nvfp4")
-        # Only trtllm takes the 8x4 activation-scale layout, and vLLM uses it for small M only.
-        if not (backend == "trtllm" and m <= TRTLLM_FP4_8X4_MAX_M):
+        # The activation-scale layout the case records: only trtllm takes 8x4, and vLLM uses it
+        # for small M only (backends.activation_quant).
+        if activation_quant == "nvfp4_128x4":
             args.append("--use_128x4_sf_layout")
     args += ["--out_dtype", "bfloat16", "--backends", backend, "--case_tag", case_id]
     return tuple(args)
@@ -75,33 +78,31 @@ def _routing_args(routing: Routing) -> list[str]:
     return args
 
 
-def _ep_layout(entry: MoeEntry, plan_ep: int) -> tuple[int, int, int]:
-    """(ep_size, ep_rank, local_expert_offset) of the planned rank under vLLM's linear expert
-    placement (`vllm_rules.sharding.first_local_expert`)."""
-    e, local = entry.global_experts, entry.experts
-    ep = plan_ep if plan_ep > 1 else max(1, e // max(local, 1))
-    rank = entry.ep_rank if entry.ep_rank < ep else 0
-    offset = first_local_expert(e, ep, rank)
-    if offset + local > e:
-        offset = 0
-    return ep, rank, offset
+def _local_expert_offset(entry: MoeEntry, layout: Layout) -> int:
+    """Global index of the planned rank's first expert under vLLM's linear expert placement
+    (`Layout.first_local_expert`); 0 when its experts would run past the last one."""
+    rank = entry.ep_rank if entry.ep_rank < layout.ep else 0
+    offset = layout.first_local_expert(entry.global_experts, rank)
+    return offset if offset + entry.experts <= entry.global_experts else 0
 
 
-def _cutlass_ep(entry: MoeEntry, plan_ep: int) -> tuple[int, int] | None:
+def _cutlass_ep(entry: MoeEntry, layout: Layout) -> tuple[int, int] | None:
     """(ep_size, ep_rank) for cutlass_fused_moe's EP emulation, which slices num_experts // ep_size
-    experts per rank (driver moe.py:939-943); None when no ep_size gives the planned count."""
+    experts per rank (driver moe.py:939-943): the layout's EP size, or, where the planned rank
+    holds one of the E % EP remaining experts, the smallest ep_size that gives its count; None
+    without expert parallelism or when no ep_size gives the planned count."""
     e, local = entry.global_experts, entry.experts
-    candidates = [plan_ep] if plan_ep > 1 else []
-    candidates += list(range(1, e + 1))
-    for size in candidates:
-        if size >= 1 and e // size == local:
-            rank = entry.ep_rank if entry.ep_rank < size else 0
-            return size, rank
-    return None
+    if not layout.use_ep:
+        return None
+    sizes = [layout.ep] + [size for size in range(1, e + 1) if size != layout.ep]
+    size = next((size for size in sizes if e // size == local), None)
+    if size is None:
+        return None
+    return size, entry.ep_rank if entry.ep_rank < size else 0
 
 
 def _moe_driver_args(case_id: str, spec, entry: MoeEntry, shape: MoeShape,
-                     activation: str, plan_ep: int) -> tuple[tuple[str, ...], str]:
+                     activation: str, layout: Layout) -> tuple[tuple[str, ...], str]:
     """(argv, reason): reason is non-empty when EP cannot be expressed for this routine."""
     args = ["--routine", spec.routine, "--num_tokens", str(shape.num_tokens),
             "--hidden_size", str(shape.hidden),
@@ -115,7 +116,7 @@ def _moe_driver_args(case_id: str, spec, entry: MoeEntry, shape: MoeShape,
         if spec.variant == "quantized_input":
             args.append("--quantized_input")
         if entry.experts < entry.global_experts:
-            ep = _cutlass_ep(entry, plan_ep)
+            ep = _cutlass_ep(entry, layout)
             if ep is None:
                 reason = (f"cutlass_fused_moe EP emulation holds num_experts // ep_size experts "
                           f"per rank; no ep_size gives {entry.experts} of {entry.global_experts}")
@@ -125,9 +126,8 @@ def _moe_driver_args(case_id: str, spec, entry: MoeEntry, shape: MoeShape,
         if spec.routine == "trtllm_fp4_block_scale_moe":
             args += ["--fp4_mode", "nvfp4"]
         if entry.experts < entry.global_experts:
-            _, _, offset = _ep_layout(entry, plan_ep)
             args += ["--local_num_experts", str(entry.experts),
-                     "--local_expert_offset", str(offset)]
+                     "--local_expert_offset", str(_local_expert_offset(entry, layout))]
     args += ["--case_tag", case_id]
     return tuple(args), reason
 
@@ -179,7 +179,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
     cases: list[Case] = []
 
     def add(case: Case, spec: bk.BackendSpec, pre_reason: str) -> None:
-        reason = bk.capability_reason(spec, cc, caps) or pre_reason or bk.shape_limit(case)
+        reason = bk.capability_reason(spec, cc, caps) or pre_reason or shape_limit(case)
         match = default_match(cc, case.kind, case.dtype, spec.scheme, spec.backend, spec.routine,
                               plan.ep > 1)
         case = _replace(case, skip_reason=reason, scheme=spec.scheme, vllm_default=match)
@@ -199,13 +199,16 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                     logical = GemmShape(-(-m // entry.m_divisor), entry.n, entry.k)
                     physical, vllm_reason = physical_gemm(logical, spec.routine, spec.backend,
                                                           dtype)
-                    argv = (_gemm_driver_args(case_id, spec.routine, spec.backend, physical.m, physical)
+                    quant = bk.activation_quant(spec, physical.m)
+                    argv = (_gemm_driver_args(case_id, spec.routine, spec.backend, physical, quant)
                             if spec.driver else ())
                     add(Case(case_id=case_id, kind="gemm", name=entry.name, modules=entry.modules,
                              layers=entry.layers, m=m, dtype=dtype, backend=spec.backend,
                              routine=spec.routine, logical=logical, physical=physical,
-                             variant=spec.variant, driver_args=argv), spec, vllm_reason)
+                             variant=spec.variant, activation_quant=quant, driver_args=argv),
+                        spec, vllm_reason)
 
+    layout = Layout.from_flags(plan.tp, plan.ep) if plan.moe else Layout()
     for entry in plan.moe:
         activation = _canonical_activation(entry.activation)
         for m in ms:
@@ -224,12 +227,14 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                                   f"ActivationType (choose from {', '.join(FLASHINFER_ACTIVATIONS)})")
                     elif spec.driver:
                         argv, ep_reason = _moe_driver_args(case_id, spec, entry, physical,
-                                                           activation, plan.ep)
+                                                           activation, layout)
                         reason = reason or ep_reason
                     add(Case(case_id=case_id, kind="moe", name=entry.name, modules=entry.modules,
                              layers=entry.layers, m=m, dtype=dtype, backend=spec.backend,
                              routine=spec.routine, logical=logical, physical=physical,
-                             variant=spec.variant, activation=activation or entry.activation,
+                             variant=spec.variant,
+                             activation_quant=bk.activation_quant(spec, physical.num_tokens),
+                             activation=activation or entry.activation,
                              gated=entry.gated, routing=entry.routing, driver_args=argv),
                         spec, reason)
 

@@ -28,6 +28,11 @@ KV_DTYPES = ("bf16", "fp8")
 PHASES = ("decode", "prefill")
 
 
+#: FlashInfer ActivationType names (flashinfer/tllm_enums.py) that are element-wise: GEMM1 makes I
+#: values, no gate half. What an activation name alone says about gating: a shape given by its
+#: activation (--moe_activation) and an MoE row of a results.json without its `gated` field.
+NON_GATED_ACTIVATIONS = frozenset({"Relu2", "Relu", "Gelu", "Silu", "Identity"})
+
 #: KV lengths a decode case reads when --kv_lens is not given: a short chat turn, a long one, and a
 #: long-context request.
 DEFAULT_KV_LENS = (1024, 8192, 32768)
@@ -144,6 +149,11 @@ class Case:
     MoE with FP4 activations), "" otherwise."""
     with_quant: bool = False
     """Row adds the activation-quantization time measured separately (quant_us)."""
+    activation_quant: str = ""
+    """The activation format the kernel consumes, decided once by the case builder
+    (cases/backends.py: activation_quant): a QUANT_FORMATS key such as "fp8_per_tensor_static" or
+    "nvfp4_8x4"; "" when it takes BF16 activations or quantizes them inside the timed call. A
+    with_quant twin times exactly this quantization."""
     activation: str = ""
     """MoE: FlashInfer ActivationType name."""
     gated: bool = True

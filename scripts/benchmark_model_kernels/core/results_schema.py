@@ -39,7 +39,7 @@ import secrets
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
 
-from .case_schema import DEFAULT_KV_LENS, KV_DTYPES, VLLM_BLOCK_SIZE, AttentionSweep
+from .case_schema import DEFAULT_KV_LENS, KV_DTYPES, NON_GATED_ACTIVATIONS, VLLM_BLOCK_SIZE, AttentionSweep
 from .errors import shown_value
 from .plan_schema import PlanError, validate_plan_dict
 
@@ -194,6 +194,10 @@ class Row:
     phys_hidden: int | None = None
     phys_intermediate: int | None = None
     activation: str = ""
+    gated: bool | None = None
+    """MoE: gated activation, GEMM1 holding gate and up (2*I), as the case records it; None for GEMM
+    and attention rows. An MoE row of a results.json without the field is gated unless its
+    activation is element-wise (`row_from_dict`, case_schema.NON_GATED_ACTIVATIONS)."""
     routing_method: str = ""
     # --- attention shape (None for GEMM and MoE rows; num_tokens = batch_size * q_len)
     phase: str = ""
@@ -391,7 +395,10 @@ def validate_results(payload: object) -> None:
 
 def row_from_dict(d: dict[str, Any]) -> Row:
     names = {f.name for f in fields(Row)}
-    return Row(**{k: v for k, v in d.items() if k in names})
+    kw = {k: v for k, v in d.items() if k in names}
+    if kw.get("kind") == "moe" and "gated" not in kw:
+        kw["gated"] = kw.get("activation", "") not in NON_GATED_ACTIVATIONS
+    return Row(**kw)
 
 
 def load_results(path: str) -> dict[str, Any]:

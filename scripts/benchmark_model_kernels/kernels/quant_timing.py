@@ -64,16 +64,17 @@ class QuantSpec:
         return f"{self.method} quantization of a [{self.rows}, {self.cols}] BF16 activation{layout}"
 
 
+#: Scale-factor layout of each NVFP4 activation format (cases/backends.py QUANT_FORMATS).
+_NVFP4_LAYOUTS = {"nvfp4_128x4": "128x4", "nvfp4_8x4": "8x4", "nvfp4_linear": "linear"}
+
+
 def _nvfp4_layout(case: Case) -> str:
-    if case.routine == "mm_fp4":
-        if "--use_128x4_sf_layout" in case.driver_args:
-            return "128x4"
-        # FlashInfer's trtllm mm_fp4 reads 8x4 activation scales unless told 128x4; vLLM does the
-        # same for the trtllm backend. cudnn/cutlass/cute-dsl read 128x4.
-        return "8x4" if case.backend == "trtllm" else "128x4"
-    if case.routine in ("trtllm_fp4_block_scale_moe", "cute_dsl_fp4_block_scale_moe"):
-        return "linear"
-    return "128x4"
+    """The scale layout of the NVFP4 format the case builder recorded (`Case.activation_quant`)."""
+    layout = _NVFP4_LAYOUTS.get(case.activation_quant)
+    if layout is None:
+        raise ValueError(f"{case.case_id}: activation_quant={case.activation_quant!r} is not an NVFP4 "
+                         f"format; expected one of {', '.join(_NVFP4_LAYOUTS)} (cases/build.py records it)")
+    return layout
 
 
 def quant_spec(case: Case) -> QuantSpec:

@@ -18,7 +18,7 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-from ..cases.backends import TRITON_MOE_ACTIVATIONS
+from ..cases.kernel_limits import TRITON_MOE_ACTIVATIONS
 from ..core.case_schema import Case, GemmShape, MoeShape
 from ..core.results_schema import RunSettings
 from . import correctness
@@ -59,7 +59,7 @@ def _gpu_key() -> tuple[str, str]:
 
 
 def moe_problem(case: Case) -> Any:
-    """The Triton MoE problem of a case whose activation the kernel has (cases/backends.py
+    """The Triton MoE problem of a case whose activation the kernel has (cases/kernel_limits.py
     `triton_moe_limit` marks the others unsupported before they reach a worker)."""
     from .triton_moe.problem import MoeProblem
 

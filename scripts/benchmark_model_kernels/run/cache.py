@@ -9,8 +9,9 @@ miss.
 The key is the SHA-256 of a JSON record of:
   machine  the fingerprint above (`machine_fingerprint`); unknown GPU or versions: no cache at all
   case     every Case field except its labels (id, plan name, modules, layer count, vLLM-default
-           tag, skip reason): routine, backend, variant, recipe and scheme, logical and physical
-           shape, M, tokens, routing, the driver's argv. A "quant" job times only the activation
+           tag, skip reason) and the activation format, which routine, backend, variant, recipe
+           and physical M decide: routine, backend, variant, recipe and scheme, logical and
+           physical shape, M, tokens, routing, the driver's argv. A "quant" job times only the activation
            quantization `quant_timing.quant_spec` names (method, rows, columns, scale layout), so
            its key is that spec: the with_quant rows of every backend that quantizes the same
            activation the same way share one measurement
@@ -49,6 +50,9 @@ from .outcome import Outcome
 CACHE_FORMAT = 1
 #: Case fields that label a row and never change its number.
 LABEL_FIELDS = ("case_id", "name", "modules", "layers", "vllm_default", "skip_reason")
+#: Case fields the key's other fields decide (the activation format: routine, backend, variant,
+#: recipe and physical M), so they add nothing to it.
+DERIVED_FIELDS = ("activation_quant",)
 #: Machine fields without which nothing is cached: a number from an unknown GPU or stack must
 #: never be served for another.
 REQUIRED_MACHINE = ("gpu", "compute_capability", "driver", "torch")
@@ -110,7 +114,8 @@ def key_record(machine: dict[str, Any], case: Case, job: str, settings: RunSetti
     `code` is code_digest(job)."""
     case_fields = _quant_fields(case) if job == "quant" else None
     if case_fields is None:
-        case_fields = {k: v for k, v in case.to_dict().items() if k not in LABEL_FIELDS}
+        case_fields = {k: v for k, v in case.to_dict().items()
+                       if k not in LABEL_FIELDS and k not in DERIVED_FIELDS}
     timing = timing_settings(settings)
     return {"format": CACHE_FORMAT, "machine": machine, "job": job, "case": case_fields,
             "timing": timing, "code": code}
@@ -200,6 +205,7 @@ class ResultCache:
 __all__ = [
     "CACHE_FORMAT",
     "CachedOutcome",
+    "DERIVED_FIELDS",
     "LABEL_FIELDS",
     "ResultCache",
     "UNTIMED_SETTINGS",

@@ -420,7 +420,7 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
                  "intermediate": lg.intermediate, "experts": lg.experts,
                  "global_experts": lg.global_experts, "top_k": lg.top_k,
                  "phys_hidden": ph.hidden, "phys_intermediate": ph.intermediate,
-                 "activation": case.activation,
+                 "activation": case.activation, "gated": case.gated,
                  "routing_method": case.routing.method if case.routing else ""}
     elif isinstance(lg, AttentionShape):
         shape = {"num_tokens": lg.tokens, "phase": lg.phase, "batch_size": lg.batch_size,

@@ -220,7 +220,8 @@ def attention_flops_bytes(
 
 
 def row_flops_bytes(row) -> tuple[float, float] | None:
-    """(FLOPs, bytes) of a results Row from its logical shape; None when the shape is missing."""
+    """(FLOPs, bytes) of a results Row from its logical shape; None when the shape is missing (an
+    MoE row also needs its `gated`, which decides GEMM1's width)."""
     if row.dtype not in ELEMENT_BYTES:
         return None
     if row.kind == "gemm" and row.n and row.k:
@@ -230,7 +231,7 @@ def row_flops_bytes(row) -> tuple[float, float] | None:
                                      row.num_kv_heads or 0, row.head_dim_qk or 0, row.head_dim_vo or 0,
                                      row.dtype, row.phase == "prefill", row.kv_lora_rank or 0,
                                      row.qk_rope_head_dim or 0)
-    if row.kind == "moe" and row.hidden and row.intermediate and row.experts and row.top_k:
+    if row.kind == "moe" and row.hidden and row.intermediate and row.experts and row.top_k and row.gated is not None:
         return moe_flops_bytes(
             row.num_tokens or row.m,  # rows written before num_tokens ran num_tokens = M
             row.hidden,
@@ -238,19 +239,10 @@ def row_flops_bytes(row) -> tuple[float, float] | None:
             row.experts,
             row.global_experts or row.experts,
             row.top_k,
-            _row_gated(row),
+            row.gated,
             row.dtype,
         )
     return None
-
-
-#: FlashInfer ActivationType names whose GEMM1 produces only I (no gate half); all others are gated.
-NON_GATED_ACTIVATIONS = frozenset({"Relu2", "Relu", "Gelu", "Silu", "Identity"})
-
-
-def _row_gated(row) -> bool:
-    # Row has no `gated` column; the activation name decides (empty: gated, vLLM's default).
-    return (row.activation or "Swiglu") not in NON_GATED_ACTIVATIONS
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:
@@ -316,7 +308,6 @@ __all__ = [
     "expected_experts_touched",
     "attention_flops_bytes",
     "row_flops_bytes",
-    "NON_GATED_ACTIVATIONS",
     "annotate",
     "peaks_table_markdown",
 ]
