@@ -108,6 +108,80 @@ def test_ten_million_layers_are_refused_at_once(tmp_path):
     assert time.monotonic() - start < 1.0  # no model was built
 
 
+# ------------------------------------------------------------------ what transformers and vLLM accept
+#: A small MiMo-V2-Flash: `moe_layer_freq` is one MoE flag per layer, as XiaomiMiMo/MiMo-V2-Flash
+#: publishes it (vllm/model_executor/models/mimo_v2.py: MiMoV2DecoderLayer.is_moe_layer).
+MIMO_V2 = {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], "hidden_size": 512,
+           "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
+           "v_head_dim": 64, "intermediate_size": 1024, "moe_intermediate_size": 128, "n_routed_experts": 16,
+           "num_experts_per_tok": 4, "n_group": 1, "topk_group": 1, "sliding_window": 128, "vocab_size": 1000,
+           "moe_layer_freq": [0, 1, 1, 1]}
+
+
+def test_a_per_layer_moe_layer_freq_list_is_accepted_and_planned(tmp_path):
+    plan = planner.plan_model(write_config(tmp_path, MIMO_V2))
+    assert plan.complete and [(e.name, e.layers) for e in plan.moe] == [("experts", 3)]
+
+
+@pytest.mark.parametrize("freq,field_value,fix", [
+    ([0, 1, "yes", 1], 'moe_layer_freq[2]="yes"', "must be 0 or 1 (1: layer 2 is MoE)"),
+    ([0, -1, 1, 1], "moe_layer_freq[1]=-1", "must be 0 or 1 (1: layer 1 is MoE)"),
+    ([0, 1], "moe_layer_freq=[0, 1]", "has 2 entries for 4 decoder layers (num_hidden_layers)"),
+])
+def test_a_per_layer_list_neither_can_build_is_refused_naming_the_entry(tmp_path, freq, field_value, fix):
+    with pytest.raises(UsageError) as e:
+        planner.plan_model(write_config(tmp_path, changed(MIMO_V2, moe_layer_freq=freq)))
+    assert str(e.value).startswith(f"config.json: {field_value}: ") and fix in str(e.value)
+
+
+def test_a_list_where_vllm_reads_an_interval_is_refused_with_vllms_reason(tmp_path):
+    # DeepseekV2DecoderLayer computes layer_idx % moe_layer_freq: a list builds there only as a TypeError.
+    raw = changed(_published("deepseek-v3"), moe_layer_freq=[0] * 3 + [1] * 58)
+    with pytest.raises(UsageError) as e:
+        planner.plan_model(write_config(tmp_path, raw))
+    assert str(e.value).startswith("config.json: moe_layer_freq=[0, 0, 0, 1") and "layer interval" in str(e.value)
+
+
+def test_null_global_kv_heads_keeps_the_kv_heads_of_the_other_layers(tmp_path):
+    # Gemma 4 E2B / E4B publish num_global_key_value_heads null: no per-layer KV-head override.
+    raw = changed(_published("gemma-4-26b-a4b"), text_config__num_global_key_value_heads=None,
+                  text_config__attention_k_eq_v=False)
+    plan = planner.plan_model(write_config(tmp_path, raw))
+    text = raw["text_config"]
+    assert plan.complete
+    full = next(a for a in plan.attention if a.head_dim_qk == text["global_head_dim"])
+    assert full.num_kv_heads == text["num_key_value_heads"]
+
+
+def test_num_hidden_layers_absent_is_the_length_of_the_files_own_layer_pattern(tmp_path):
+    raw = _drop(_published("nemotron-3-nano-30b-a3b"), ["num_hidden_layers"])
+    plan = planner.plan_model(write_config(tmp_path, raw))
+    pattern = raw["hybrid_override_pattern"]
+    assert plan.complete and not any("config.json lacks" in n for n in plan.model.notes)
+    assert sum(e.layers for e in plan.moe) == pattern.count("E")
+    # Without the pattern the count is the class's guess again: refused, naming what is missing.
+    with pytest.raises(UsageError, match="hybrid_override_pattern"):
+        planner.plan_model(write_config(tmp_path, _drop(raw, ["hybrid_override_pattern"]), "nopattern"))
+
+
+def test_null_kv_lora_rank_passes_the_value_check_and_the_real_reason_shows(tmp_path):
+    # null is "no latent attention" (DeepSeek-VL2-Tiny's text config); DeepseekV3Config itself
+    # requires an integer, and that refusal (naming the field) is what the user sees.
+    config_checks.check_values(changed(_published("deepseek-v3"), kv_lora_rank=None))
+    with pytest.raises(UsageError) as e:
+        planner.plan_model(write_config(tmp_path, changed(_published("deepseek-v3"), kv_lora_rank=None)))
+    assert "DeepseekV3Config refuses" in str(e.value) and "kv_lora_rank" in str(e.value)
+
+
+def test_a_config_refused_for_another_cause_says_that_cause(tmp_path):
+    # A per-layer list no longer stops a config at the value check: transformers' missing class is the reason.
+    raw = {"model_type": "minimax_m3", "architectures": ["MiniMaxM3ForCausalLM"], "hidden_size": 512,
+           "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 1000, "moe_layer_freq": [0, 1, 1, 1]}
+    with pytest.raises(UsageError) as e:
+        planner.plan_model(write_config(tmp_path, raw))
+    assert str(e.value).startswith("model_type=minimax_m3: ") and "no native class" in str(e.value)
+
+
 # ------------------------------------------------------------------ keys left to class defaults
 def _published(name: str) -> dict:
     with open(os.path.join(shared_config_dir(name), "config.json")) as f:

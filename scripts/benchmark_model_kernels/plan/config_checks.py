@@ -3,7 +3,9 @@ transformers' class defaults after.
 
 Before the build (`check_values`): every size and count the plan can depend on is a positive
 integer (not a bool, float, string or null) within a sane bound, and top-k fits the experts, so
-`num_hidden_layers: 10000000` is refused at once instead of building ten million layers.
+`num_hidden_layers: 10000000` is refused at once instead of building ten million layers. What
+transformers or vLLM read as a value of its own is accepted: null where it means "derive it" or
+"the feature is off", a per-layer list where a model reads one (`Bound`).
 
 After the build (`settle_defaults`): a key the plan depends on (`vllm_rules.required_keys`, or read
 by the planner through `config_value`) that config.json lacks while the built config holds a value
@@ -19,7 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import UsageError, shown_value
-from ..vllm_rules.required_keys import DERIVED_WHEN_ABSENT, NEUTRAL_DEFAULTS, RELIED_ON_DEFAULTS, Key, alternatives
+from ..vllm_rules.required_keys import (
+    DERIVED_WHEN_ABSENT,
+    LENGTH_WHEN_ABSENT,
+    NEUTRAL_DEFAULTS,
+    RELIED_ON_DEFAULTS,
+    Key,
+    alternatives,
+)
 
 #: Sub-objects of a multimodal config.json that hold the language model's keys.
 TEXT_SUBCONFIGS = ("text_config",)
@@ -44,6 +53,9 @@ class Bound:
     """What the number counts, for the message."""
     nullable: bool = False
     """null is a value of its own here (transformers derives the key, or the feature is off)."""
+    per_layer: bool = False
+    """A list of one flag per decoder layer is a value of its own here (nonzero: the layer has the
+    feature), each a whole number >= 0 or a boolean."""
 
 
 _WIDTH, _MLP, _HEADS, _WINDOW = 1 << 20, 1 << 22, 1 << 14, 1 << 24
@@ -59,9 +71,13 @@ def _bounds(keys: str, bound: Bound) -> dict[str, Bound]:
 BOUNDS: dict[str, Bound] = {
     **_bounds("hidden_size n_embd d_model", Bound(1, _WIDTH, "model width")),
     **_bounds("head_dim", Bound(1, _WIDTH, "head size", nullable=True)),
-    **_bounds("kv_lora_rank qk_nope_head_dim qk_rope_head_dim v_head_dim global_head_dim linear_key_head_dim "
+    **_bounds("qk_nope_head_dim qk_rope_head_dim v_head_dim global_head_dim linear_key_head_dim "
               "linear_value_head_dim mamba_head_dim ssm_state_size index_head_dim",
               Bound(1, _WIDTH, "head or rank size")),
+    # null: no latent attention (vllm/transformers_utils/configs/deepseek_vl2.py: DeepseekVLV2TextConfig,
+    # `kv_lora_rank: int | None`, DeepSeek-VL2-Tiny's multi-head layers; configs/kimi_linear.py:
+    # KimiLinearConfig.is_mla)
+    **_bounds("kv_lora_rank", Bound(1, _WIDTH, "KV LoRA rank", nullable=True)),
     **_bounds("q_lora_rank", Bound(1, _WIDTH, "q LoRA rank", nullable=True)),
     **_bounds("intermediate_size n_inner", Bound(1, _MLP, "MLP size", nullable=True)),
     **_bounds("moe_intermediate_size moe_shared_expert_intermediate_size intermediate_size_mlp",
@@ -71,16 +87,21 @@ BOUNDS: dict[str, Bound] = {
     **_bounds("num_hidden_layers n_layer num_layers", Bound(1, 1024, "decoder layers")),
     **_bounds("num_attention_heads n_head num_heads", Bound(1, _HEADS, "attention heads")),
     **_bounds("num_key_value_heads", Bound(1, _HEADS, "KV heads", nullable=True)),
-    **_bounds("num_global_key_value_heads linear_num_key_heads linear_num_value_heads mamba_num_heads index_n_heads",
-              Bound(1, _HEADS, "heads")),
+    **_bounds("linear_num_key_heads linear_num_value_heads mamba_num_heads index_n_heads", Bound(1, _HEADS, "heads")),
+    # null: the global layers keep num_key_value_heads (transformers/models/gemma4/configuration_gemma4.py:
+    # Gemma4TextConfig.__post_init__ sets no per-layer override; Gemma 4 E2B / E4B)
+    **_bounds("num_global_key_value_heads", Bound(1, _HEADS, "KV heads of the global layers", nullable=True)),
     **_bounds("vocab_size", Bound(1, 1 << 24, "vocabulary size")),
     **_bounds("num_experts n_routed_experts num_local_experts", Bound(1, _HEADS, "routed experts", nullable=True)),
     **_bounds("num_experts_per_tok top_k_experts num_experts_per_token moe_topk",
               Bound(1, _HEADS, "experts per token", nullable=True)),
     **_bounds("n_shared_experts", Bound(0, 1024, "shared experts", nullable=True)),
     **_bounds("first_k_dense_replace", Bound(0, 1024, "dense first layers")),
-    **_bounds("moe_layer_freq decoder_sparse_step interleave_moe_layer_step full_attention_interval",
+    **_bounds("decoder_sparse_step interleave_moe_layer_step full_attention_interval",
               Bound(1, 1024, "layer interval")),
+    # A list: one MoE flag per layer (vllm/model_executor/models/mimo_v2.py: MiMoV2DecoderLayer.is_moe_layer;
+    # vllm/models/minimax_m3/nvidia/model.py: _is_moe_layer, `moe_layer_freq[layer_id] != 0`)
+    **_bounds("moe_layer_freq", Bound(1, 1024, "layer interval", per_layer=True)),
     **_bounds("n_group topk_group", Bound(1, _HEADS, "expert groups", nullable=True)),
     **_bounds("n_groups", Bound(1, _HEADS, "Mamba2 groups")),
     # The attention plan's windows (vllm_rules.attention: layer_window, layer_chunk); 0 or null: none
@@ -105,8 +126,23 @@ def _kind(value: object) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def _check_one(key: str, value: object, bound: Bound) -> None:
+def _check_per_layer(key: str, value: list[Any], layers: object) -> None:
+    """A per-layer flag list: every entry a flag, one entry for each decoder layer (vLLM indexes it
+    by layer, so a shorter list builds nowhere)."""
+    bad = next(((i, v) for i, v in enumerate(value) if not isinstance(v, int) or v < 0), None)
+    if bad is not None:
+        raise ConfigKeyError(f"{key}[{bad[0]}]", shown_value(bad[1]), "each entry of the per-layer list must be "
+                             f"0 or 1 (1: layer {bad[0]} is MoE); fix config.json")
+    if isinstance(layers, int) and not isinstance(layers, bool) and len(value) < layers:
+        raise ConfigKeyError(key, shown_value(value), f"has {len(value)} entries for {layers} decoder layers "
+                             "(num_hidden_layers); give one per layer; fix config.json")
+
+
+def _check_one(key: str, value: object, bound: Bound, layers: object = None) -> None:
     if value is None and bound.nullable:
+        return
+    if isinstance(value, list) and bound.per_layer:
+        _check_per_layer(key, value, layers)
         return
     wanted = "a positive integer" if bound.low >= 1 else "a whole number >= 0"
     if isinstance(value, bool) or not isinstance(value, int):
@@ -159,7 +195,7 @@ def check_values(raw: dict[str, Any]) -> None:
     for prefix, d in language_model_dicts(raw):
         for key, bound in BOUNDS.items():
             if key in d:
-                _check_one(prefix + key, d[key], bound)
+                _check_one(prefix + key, d[key], bound, d.get("num_hidden_layers"))
         _check_top_k(d, prefix)
 
 
@@ -196,10 +232,13 @@ def _built_value(cfg: Any, name: str) -> Any:
         return None
 
 
-def _derived_as_when_absent(name: str, value: Any, cfg: Any) -> bool:
+def _derived_as_when_absent(name: str, value: Any, cfg: Any, given: dict[str, Any]) -> bool:
     """True when `value` is what transformers and vLLM use for an absent `name` anyway: derived
-    from other keys, or the neutral "every layer alike" value."""
+    from other keys (`given` holds config.json's), or the neutral "every layer alike" value."""
     if name in NEUTRAL_DEFAULTS and value == NEUTRAL_DEFAULTS[name]:
+        return True
+    lists = [given[k] for k in LENGTH_WHEN_ABSENT.get(name, ()) if isinstance(given.get(k), (list, str))]
+    if lists and all(value == len(x) for x in lists):
         return True
     parts = DERIVED_WHEN_ABSENT.get(name)
     if not parts:
@@ -235,7 +274,7 @@ def defaulted_keys(raw: dict[str, Any], cfg: Any, keys: Iterable[Key],
         if any(s in given for n in names for s in _spellings(n, cfg)):
             continue
         held = next(((n, v) for n in names if (v := _built_value(cfg, n)) is not None), None)
-        if held is None or _derived_as_when_absent(held[0], held[1], cfg):
+        if held is None or _derived_as_when_absent(held[0], held[1], cfg, given):
             continue
         if class_defaults_only and not declares_constant_default(cfg, held[0]):
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import UsageError, shown_value
 from ..core.plan_schema import Routing
 from .config import config_value
 
@@ -88,7 +89,15 @@ def vllm_moe_layers(cfg: Any, num_layers: int) -> set[int] | None:
     rule = VLLM_MOE_LAYER_RULE.get(str(getattr(cfg, "model_type", "")))
     if rule == "first_k_freq":
         first = int(config_value(cfg, "first_k_dense_replace", default=0))
-        freq = int(config_value(cfg, "moe_layer_freq", default=1)) or 1
+        freq = config_value(cfg, "moe_layer_freq", default=1)
+        if isinstance(freq, list):
+            # Only the models that read per-layer flags take a list (mimo_v2.py, minimax_m3); here
+            # vLLM computes layer_idx % moe_layer_freq and fails with a TypeError.
+            raise UsageError("config.json: moe_layer_freq", shown_value(freq, 40),
+                             f"vLLM's {cfg.model_type} decoder layer reads it as a layer interval (layer_idx % "
+                             "moe_layer_freq: vllm/model_executor/models/deepseek_v2.py: DeepseekV2DecoderLayer), "
+                             "not a per-layer list; give the interval (1: every layer from first_k_dense_replace)")
+        freq = int(freq) or 1
         return {i for i in range(num_layers) if i >= first and i % freq == 0}
     if rule == "sparse_step":
         only = set(config_value(cfg, "mlp_only_layers", default=[]) or [])

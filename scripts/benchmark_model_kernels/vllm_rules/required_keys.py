@@ -134,6 +134,12 @@ GENERIC = FamilyKeys(DENSE, GENERIC_MOE, class_defaults_only=True)
 #: class's value differs from the derived one (then the class default, not the model, decides).
 DERIVED_WHEN_ABSENT = {"head_dim": ("hidden_size", "num_attention_heads")}
 
+#: Counts transformers derives from the length of a per-layer list config.json gives: absent, the
+#: count is the file's own (transformers/models/nemotron_h/configuration_nemotron_h.py:
+#: NemotronHConfig.num_hidden_layers is len(layers_block_type), which __post_init__ fills from
+#: hybrid_override_pattern, one character per layer; vLLM reads the same attribute).
+LENGTH_WHEN_ABSENT: dict[str, tuple[str, ...]] = {"num_hidden_layers": ("layers_block_type", "hybrid_override_pattern")}
+
 #: Layer-choice keys whose default means "every layer alike" (vllm/model_executor/models/qwen2_moe.py:
 #: Qwen2MoeDecoderLayer reads decoder_sparse_step with the same default; deepseek_v2.py:
 #: DeepseekV2DecoderLayer, moe_layer_freq): a missing one holding this value is no guess.
@@ -176,5 +182,5 @@ def alternatives(key: Key) -> tuple[str, ...]:
     return (key,) if isinstance(key, str) else key
 
 
-__all__ = ["Key", "FamilyKeys", "PLAN_KEYS", "GENERIC", "DERIVED_WHEN_ABSENT", "NEUTRAL_DEFAULTS", "ReliedOnDefaults",
-           "RELIED_ON_DEFAULTS", "family_keys", "plan_keys", "alternatives"]
+__all__ = ["Key", "FamilyKeys", "PLAN_KEYS", "GENERIC", "DERIVED_WHEN_ABSENT", "LENGTH_WHEN_ABSENT", "NEUTRAL_DEFAULTS",
+           "ReliedOnDefaults", "RELIED_ON_DEFAULTS", "family_keys", "plan_keys", "alternatives"]
