@@ -10,6 +10,8 @@ import multiprocessing
 import os
 from dataclasses import replace
 
+import pytest
+
 from benchmark_model_kernels.core.case_schema import GemmShape
 from benchmark_model_kernels.core.results_schema import RunSettings, load_results
 from benchmark_model_kernels.report import report
@@ -162,7 +164,7 @@ def _hammer(folder, n):
     cache = result_cache.ResultCache(folder, machine(), f"pid{os.getpid()}", "t", "w")
     record = cache.record(gemm_case(512), "driver", RunSettings())
     for i in range(n):
-        cache.put(record, Outcome("ok", "", float(i), 0.0, "cupti"), "c")
+        cache.put(record, Outcome("ok", "", float(i + 1), 0.0, "cupti"), "c")
         assert cache.get(record) is not None
 
 
@@ -176,7 +178,7 @@ def test_two_processes_writing_one_entry_never_leave_a_torn_file(tmp_path):
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
     (entry,) = [os.path.join(root, f) for root, _, fs in os.walk(folder) for f in fs]
-    assert json.load(open(entry))["outcome"]["median_us"] == 199.0
+    assert json.load(open(entry))["outcome"]["median_us"] == 200.0
 
 
 def test_a_case_that_saw_no_gpu_is_not_stored(tmp_path):
@@ -210,3 +212,126 @@ def test_an_entry_keeps_the_samples_and_check_of_the_measurement(tmp_path):
     assert result_cache.cache_key(cache.record(eager, "driver", RunSettings())) != result_cache.cache_key(record)
     both_modes = RunSettings(modes=("graph", "eager"))
     assert result_cache.cache_key(cache.record(gemm_case(512), "driver", both_modes)) == result_cache.cache_key(record)
+
+
+# ---------------------------------------------------------------- a shared folder: entries checked when read
+
+
+def _stored_entry(tmp_path, outcome=None):
+    """A cache with one entry for gemm_case(512) (driver job): (cache, record, entry path)."""
+    cache = result_cache.ResultCache(str(tmp_path / "c"), machine(), "r", "t", "w", notices=io.StringIO())
+    record = cache.record(gemm_case(512), "driver", RunSettings())
+    assert cache.put(record, outcome or Outcome("ok", "", 2.0, 0.1, "cupti"), "c")
+    (entry,) = [os.path.join(root, f) for root, _, fs in os.walk(tmp_path / "c") for f in fs]
+    return cache, record, entry
+
+
+def _poison(entry, **outcome):
+    data = json.load(open(entry))
+    data["outcome"].update(outcome)
+    with open(entry, "w") as f:
+        json.dump(data, f)
+
+
+@pytest.mark.parametrize("outcome, said", [
+    ({"median_us": -5.0}, "outcome.median_us=-5.0: must be a time in microseconds, 0 or more"),
+    ({"median_us": float("nan")}, "outcome.median_us=NaN: must be a time"),
+    ({"median_us": None}, 'outcome.median_us=null: an "ok" row is a measurement'),
+    ({"median_us": "fast"}, 'outcome.median_us="fast": must be a number'),
+    ({"median_us": 0.0}, 'outcome.median_us=0.0: an "ok" row is a measurement'),
+    ({"median_us": float("inf")}, "outcome.median_us=Infinity: must be a number"),
+    ({"std_us": -1.0}, "outcome.std_us=-1.0: must be a time"),
+    ({"samples_us": [1.0, -2.0]}, "outcome.samples_us[1]=-2.0: must be a time"),
+    ({"samples_us": "1,2"}, "outcome.samples_us=\"1,2\": must be a list of numbers"),
+    ({"status": "failed"}, "its status 'failed'"),
+    ({"status": "great"}, "outcome.status=\"great\": must be one of"),
+    ({"timer": "stopwatch"}, "outcome.timer=\"stopwatch\": must be one of"),
+    ({"check": {"bogus": 1}}, "its outcome.check is not an object of correctness fields"),
+    ({"check": {"max_abs_err": "small"}}, "outcome.max_abs_err=\"small\": must be a number"),
+    ({"extra_field": 1}, "its outcome has fields no outcome has (extra_field)"),
+    ({"reason": "the torch backend needs a CUDA GPU; none is visible"}, "is never stored"),
+])
+def test_a_bad_entry_is_ignored_said_once_and_timed_again(tmp_path, outcome, said):
+    cache, record, entry = _stored_entry(tmp_path)
+    _poison(entry, **outcome)
+    assert cache.get(record) is None and cache.get(record) is None
+    lines = cache.notices.getvalue().splitlines()
+    assert len(lines) == 1, lines  # said once, however often the key is asked for
+    assert lines[0].startswith(f"warning: result cache entry {entry} ignored: ") and said in lines[0]
+    assert lines[0].endswith("; the case is timed again")
+    assert cache.hits == 0 and cache.ignored == [entry]
+    # The case's new measurement replaces the bad entry.
+    assert cache.put(record, Outcome("ok", "", 3.0, 0.1, "cupti"), "c") and cache.get(record).outcome.median_us == 3.0
+
+
+@pytest.mark.parametrize("damage", ["wrong_key", "origin", "list", "symlink", "fifo", "directory", "huge"])
+def test_an_entry_of_the_wrong_shape_or_kind_is_ignored_and_never_read_through(tmp_path, damage):
+    cache, record, entry = _stored_entry(tmp_path)
+    data = json.load(open(entry))
+    if damage == "wrong_key":
+        data["key"] = "0" * 64
+    elif damage == "origin":
+        data["origin"] = "someone"
+    if damage in ("wrong_key", "origin"):
+        json.dump(data, open(entry, "w"))
+    elif damage == "list":
+        open(entry, "w").write("[]")
+    elif damage == "symlink":  # points at a valid entry elsewhere: still never followed
+        os.rename(entry, tmp_path / "elsewhere.json")
+        os.symlink(tmp_path / "elsewhere.json", entry)
+    elif damage == "fifo":  # reading it would block the run for good
+        os.unlink(entry)
+        os.mkfifo(entry)
+    elif damage == "directory":
+        os.unlink(entry)
+        os.mkdir(entry)
+    elif damage == "huge":
+        with open(entry, "ab") as f:
+            f.truncate(result_cache.MAX_ENTRY_BYTES + 1)
+    assert cache.get(record) is None
+    assert cache.notices.getvalue().count("\n") == 1 and f"entry {entry} ignored" in cache.notices.getvalue()
+
+
+def test_a_run_re_times_a_poisoned_entry_and_its_resume_keeps_no_poisoned_row(tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    _, first, _, _ = run_into(tmp_path, "a", [gemm_case(512)], cache_dir)
+    (entry,) = [os.path.join(root, f) for root, _, fs in os.walk(cache_dir) for f in fs]
+    _poison(entry, median_us=-5.0)
+    rc, second, progress, workdir = run_into(tmp_path, "b", [gemm_case(512)], cache_dir)
+    row = second["rows"][0]
+    assert rc == 0 and row["status"] == "ok" and row["median_us"] > 0 and row["origin"] == ""
+    assert progress.count(f"warning: result cache entry {entry} ignored: outcome.median_us=-5.0") == 1
+    assert json.load(open(entry))["outcome"]["median_us"] == row["median_us"]  # healed
+    # A results.json that holds such a row (written before the check): --resume times it again.
+    payload = json.load(open(os.path.join(workdir, "results.json")))
+    payload["rows"][0]["median_us"] = None
+    json.dump(payload, open(os.path.join(workdir, "results.json"), "w"))
+    rc, resumed, progress, _ = run_into(tmp_path, "b", [gemm_case(512)], None, resume=True)
+    assert rc == 0 and resumed["rows"][0]["median_us"] > 0
+    assert "resume: kept 0 of 1 earlier rows" in progress
+    assert progress.count("are not valid rows and are timed again (first: rows[0].median_us=null") == 1
+
+
+def test_an_unwritable_cache_is_said_once_when_opened_and_its_entries_are_still_read(tmp_path, monkeypatch):
+    cache_dir = tmp_path / "cache"
+    run_into(tmp_path, "a", [gemm_case(512)], str(cache_dir))
+    # The folder refuses new files (a read-only share; as root a chmod would not show it).
+    monkeypatch.setattr(result_cache, "check_writable_folder", lambda folder: "Read-only file system")
+    rc, results, progress, _ = run_into(tmp_path, "b", [gemm_case(512), gemm_case(1024), gemm_case(2048)],
+                                        str(cache_dir))
+    assert rc == 0 and results["rows"][0]["origin"].startswith("result cache: run ")
+    assert [r["origin"] for r in results["rows"][1:]] == ["", ""]
+    warnings = [ln for ln in progress.splitlines() if "cannot be written" in ln or "not written" in ln]
+    assert warnings == [f"warning: result cache {cache_dir} cannot be written (Read-only file system): its "
+                        "entries are read, but none of this run's rows is stored in it"]
+    assert progress.index(warnings[0]) < progress.index("[1/3]")  # up front, before the first case
+    assert sum(len(fs) for _, _, fs in os.walk(cache_dir)) == 1  # nothing stored
+
+
+def test_a_cache_folder_that_cannot_be_made_is_said_once_and_the_run_goes_on(tmp_path):
+    (tmp_path / "afile").write_text("")
+    rc, results, progress, _ = run_into(tmp_path, "b", [gemm_case(512), gemm_case(1024)],
+                                        str(tmp_path / "afile" / "cache"))
+    assert rc == 0 and all(r["status"] == "ok" for r in results["rows"])
+    assert progress.count("cannot be written") == 1 and "afile is not a folder" in progress
+    assert "not written" not in progress

@@ -355,21 +355,63 @@ def _check_row(row: object, path: str) -> None:
     if not isinstance(row, dict):
         raise ResultsError(path, row, "must be an object (one measurement)")
     for f in fields(Row):
-        here = f"{path}.{f.name}"
-        if f.name not in row:
-            if f.default is MISSING:
-                raise ResultsError(here, None, "every row records it; restore results.json or rerun", missing=True)
+        if f.name not in row and f.default is MISSING:
+            raise ResultsError(f"{path}.{f.name}", None, "every row records it; restore results.json or rerun",
+                               missing=True)
+    check_row_fields(row, path)
+
+
+#: Row fields that hold a time in microseconds: finite and never negative where present.
+TIME_FIELDS = ("median_us", "std_us", "quant_us", "p10_us", "p50_us", "p90_us", "p99_us")
+
+
+def check_row_fields(row: dict[str, Any], path: str) -> None:
+    """Raise `ResultsError` unless each Row field `row` holds has its type and range: the Row
+    annotation's type, a time (TIME_FIELDS, samples_us) finite and at least 0, and an "ok" row's
+    median_us a number above 0 (an ok row is a measurement). Fields `row` lacks are not checked:
+    this is also the check of the part of a row a result-cache entry stores."""
+    types = {f.name: str(f.type) for f in fields(Row)}
+    for name, value in row.items():
+        if name not in types:
             continue
-        fix = _row_value_fix(f.name, str(f.type), row[f.name])
+        fix = _row_value_fix(name, types[name], value)
         if fix:
-            raise ResultsError(here, row[f.name], fix)
+            raise ResultsError(f"{path}.{name}", value, fix)
+    for name in TIME_FIELDS:
+        value = row.get(name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ResultsError(f"{path}.{name}", value, "must be a time in microseconds, 0 or more (or null)")
+    samples = row.get("samples_us") or []
+    bad = next((i for i, v in enumerate(samples) if not (math.isfinite(v) and v >= 0)), None)
+    if bad is not None:
+        raise ResultsError(f"{path}.samples_us[{bad}]", samples[bad], "must be a time in microseconds, 0 or more")
+    if row.get("status") == "ok":
+        median = row.get("median_us")
+        if median is None or not median > 0:
+            raise ResultsError(f"{path}.median_us", median, 'an "ok" row is a measurement: its median_us '
+                               "must be a time above 0")
 
 
-def validate_results(payload: object) -> None:
+def row_problem(row: object, path: str = "row", *, partial: bool = False) -> str | None:
+    """Why `row` cannot be a Row of results.json, or None: every field a row records present and
+    each of its type and range (`check_row_fields`). `partial`: only the fields `row` holds (the
+    part of a row a result-cache entry stores)."""
+    try:
+        if partial and isinstance(row, dict):
+            check_row_fields(row, path)
+        else:
+            _check_row(row, path)
+    except ResultsError as e:
+        return str(e)
+    return None
+
+
+def validate_results(payload: object, *, check_rows: bool = True) -> None:
     """Raise `ResultsError` (a ValueError) unless `payload` is a results.json this tool reads: an
-    object of RESULTS_SCHEMA_VERSION whose `rows` are Row objects (each field of its type; fields
-    a row predates may be absent, unknown ones are ignored, as `row_from_dict` does) and whose
-    `plan`, when there is one, is a valid plan."""
+    object of RESULTS_SCHEMA_VERSION whose `rows` are Row objects (each field of its type and
+    range, `check_row_fields`; fields a row predates may be absent, unknown ones are ignored, as
+    `row_from_dict` does) and whose `plan`, when there is one, is a valid plan. `check_rows` False:
+    the rows must be a list, but each is left to the caller (`row_problem`)."""
     if not isinstance(payload, dict):
         raise ResultsError("(top level)", payload, "must be a JSON object (a benchmark results file)")
     version = payload.get("schema_version")
@@ -384,7 +426,7 @@ def validate_results(payload: object) -> None:
     for key, types in TOP_LEVEL_TYPES.items():
         if key in payload and not isinstance(payload[key], types):
             raise ResultsError(key, payload[key], f"must be {' or '.join(_JSON_TYPE[t] for t in types)}")
-    for i, row in enumerate(rows):
+    for i, row in enumerate(rows if check_rows else ()):
         _check_row(row, f"rows[{i}]")
     if payload.get("plan") is not None:
         try:
@@ -468,5 +510,6 @@ __all__ = ["AUTOTUNE_BUCKETS", "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED", "
            "settings_differences", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",
            "MODES", "CHECKS",
            "RunSettings", "Row", "JSON_ONLY_FIELDS", "RUN_COLUMNS", "ROW_COLUMNS", "CSV_COLUMNS", "ResultsError",
-           "validate_results", "row_from_dict", "load_results", "rows_of", "new_run_id", "derived_run_id",
+           "validate_results", "check_row_fields", "row_problem", "TIME_FIELDS",
+           "row_from_dict", "load_results", "rows_of", "new_run_id", "derived_run_id",
            "run_facts", "csv_text"]

@@ -30,18 +30,26 @@ a property of the case). Each entry
 is one file `<dir>/<key[:2]>/<key>.json`, written atomically (temp file + rename), so two runs
 sharing a cache each read a whole entry or none; when both time the same case the later write
 wins, and both numbers were real measurements of the same key.
+
+The folder may be shared by every user of a machine, so an entry is checked when it is read
+(`entry_problem`: its key, and its outcome against the results row schema, e.g. an "ok" time
+that is negative, NaN, null or not a number) and never read through a link or from a FIFO: a bad
+entry is ignored, said once, and the case timed again (its new number then replaces the entry).
+A folder that cannot be written is said once, when the run opens it; its entries are still read.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
-from typing import Any
+import stat
+import sys
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TextIO
 
 from ..core.case_schema import Case
-from ..core.files import digest_files, json_digest, python_files, write_bytes_atomic
-from ..core.results_schema import UNTIMED_SETTINGS, RunSettings, timing_settings
+from ..core.files import check_writable_folder, digest_files, json_digest, python_files, write_bytes_atomic
+from ..core.results_schema import UNTIMED_SETTINGS, RunSettings, row_problem, timing_settings
 from ..kernels.quant_timing import quant_spec
 from ..kernels.timing import UnsupportedCase
 from .argv import case_settings
@@ -65,6 +73,13 @@ TIMING_CODE = {
 _KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
 #: How torch_ops, triton_ops and quant_timing end a case when torch sees no CUDA device.
 NO_GPU_SEEN = "needs a CUDA GPU; none is visible"
+#: Outcome fields that are results Row fields of the same name (the rest: `check`, whose keys are).
+OUTCOME_ROW_FIELDS = ("status", "reason", "median_us", "std_us", "timer", "samples_us", "spread_note",
+                      "launches_per_call")
+#: The Row fields an outcome's `check` may hold (kernels/correctness.py CheckResult.fields).
+CHECK_FIELDS = ("check", "max_abs_err", "rel_l2_err", "argmax_match", "check_note")
+#: Largest entry file read (a real one is a few KB).
+MAX_ENTRY_BYTES = 16 * 2**20
 
 
 def default_cache_dir() -> str:
@@ -134,6 +149,47 @@ def cache_key(record: dict[str, Any]) -> str:
     return json_digest(record)
 
 
+def entry_problem(entry: Any, key: str) -> str | None:
+    """Why a stored entry (its JSON) cannot serve key `key`, or None: it names another key, its
+    outcome has fields an Outcome has not, its row fields fail the results row check (`row_problem`),
+    its status is one that is never stored, or its origin is not an object."""
+    if not isinstance(entry, dict):
+        return "it is not a JSON object"
+    if entry.get("key") != key:
+        return f"it holds the key {str(entry.get('key'))[:16]}..., not the one its file name says"
+    outcome = entry.get("outcome")
+    if not isinstance(outcome, dict):
+        return "its outcome is not an object"
+    unknown = sorted(set(outcome) - {f.name for f in fields(Outcome)})
+    if unknown:
+        return f"its outcome has fields no outcome has ({', '.join(unknown[:3])})"
+    check = outcome.get("check", {})
+    if not isinstance(check, dict) or set(check) - set(CHECK_FIELDS):
+        return "its outcome.check is not an object of correctness fields"
+    row = {**{k: outcome[k] for k in OUTCOME_ROW_FIELDS if k in outcome}, **check}
+    problem = row_problem(row, "outcome", partial=True)
+    if problem:
+        return problem
+    if outcome.get("status") not in ("ok", "unsupported") or NO_GPU_SEEN in str(outcome.get("reason")):
+        return f"its status {outcome.get('status')!r} ({str(outcome.get('reason'))[:60]}) is never stored"
+    if not isinstance(entry.get("origin"), dict):
+        return "its origin is not an object"
+    return None
+
+
+def read_entry(path: str) -> Any:
+    """The JSON of the entry file at `path`: never through a symbolic link, nor from a FIFO, a
+    device or a folder (OSError), nor more than MAX_ENTRY_BYTES (ValueError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("it is not a regular file")
+        if st.st_size > MAX_ENTRY_BYTES:
+            raise ValueError(f"it is {st.st_size} bytes, more than an entry holds")
+        return json.loads(f.read())
+
+
 @dataclass(frozen=True)
 class CachedOutcome:
     outcome: Outcome
@@ -146,14 +202,28 @@ class ResultCache:
     """One cache folder, for one machine fingerprint and one run (whose id and date new entries
     record)."""
 
-    def __init__(self, folder: str, machine: dict[str, Any], run_id: str, timestamp: str, workdir: str):
+    def __init__(self, folder: str, machine: dict[str, Any], run_id: str, timestamp: str, workdir: str,
+                 notices: TextIO | None = None):
         self.folder, self.machine = folder, machine
         self.run_id, self.timestamp, self.workdir = run_id, timestamp, workdir
+        self.notices = notices
+        """Where a bad entry and an unwritable folder are said (default stderr)."""
         self._digests = {job: code_digest(job) for job in TIMING_CODE}
         self.hits = 0
         self.stored = 0
+        self.ignored: list[str] = []
+        """The entry files found bad (entry_problem) and ignored, each said once."""
         self.write_error = ""
         """Why the last store failed (the run goes on without storing)."""
+        self.unwritable = _unwritable_reason(folder)
+        """Why nothing can be stored in the folder ("" when it can): said once, here; its entries
+        are still read, and no store is tried."""
+        if self.unwritable:
+            self._notice(f"warning: result cache {folder} cannot be written ({self.unwritable}): its "
+                         "entries are read, but none of this run's rows is stored in it")
+
+    def _notice(self, line: str) -> None:
+        print(line, file=self.notices if self.notices is not None else sys.stderr, flush=True)
 
     def record(self, case: Case, job: str, settings: RunSettings) -> dict[str, Any]:
         return key_record(self.machine, case, job, case_settings(case, settings), self._digests.get(job, ""))
@@ -165,27 +235,38 @@ class ResultCache:
         """The stored outcome of the key `record` hashes, or None (absent, unreadable, or of
         another format)."""
         key = cache_key(record)
+        path = self._path(key)
         try:
-            with open(self._path(key)) as f:
-                entry = json.load(f)
-            if entry.get("format") != CACHE_FORMAT or entry.get("key") != key:
-                return None
-            stored = dict(entry["outcome"])
-            outcome = Outcome(**{**stored, "samples_us": tuple(stored.get("samples_us") or ())})
-            origin = entry["origin"]
-        except (OSError, ValueError, TypeError, KeyError):
+            entry = read_entry(path)
+        except FileNotFoundError:
             return None
-        if outcome.status not in ("ok", "unsupported"):
-            return None
+        except (OSError, ValueError, RecursionError) as e:
+            return self._ignore(path, str(e.strerror if isinstance(e, OSError) and e.strerror else e))
+        if isinstance(entry, dict) and entry.get("format") != CACHE_FORMAT:
+            return None  # another tool version's entry: a miss, not a fault
+        problem = entry_problem(entry, key)
+        if problem:
+            return self._ignore(path, problem)
+        stored = dict(entry["outcome"])
+        outcome = Outcome(**{**stored, "samples_us": tuple(stored.get("samples_us") or ())})
+        origin = entry["origin"]
         self.hits += 1
         where = ", ".join(str(origin[k]) for k in ("workdir", "case_id") if origin.get(k))
         return CachedOutcome(outcome, f"result cache: run {origin.get('run_id')} at "
                                       f"{origin.get('timestamp')}" + (f" ({where})" if where else ""))
 
+    def _ignore(self, path: str, problem: str) -> None:
+        """A bad entry: said once (its path and why), then a miss."""
+        if path not in self.ignored:
+            self.ignored.append(path)
+            self._notice(f"warning: result cache entry {path} ignored: {problem}; the case is timed again")
+        return None
+
     def put(self, record: dict[str, Any], outcome: Outcome, case_id: str) -> bool:
         """Store an ok/unsupported outcome measured by this run; False when not stored (a failed
-        outcome, or the folder cannot be written: `write_error` says why)."""
-        if outcome.status not in ("ok", "unsupported") or NO_GPU_SEEN in outcome.reason:
+        outcome, or the folder cannot be written: `write_error` says why, for the first failure
+        only, and then no store is tried again)."""
+        if outcome.status not in ("ok", "unsupported") or NO_GPU_SEEN in outcome.reason or self.unwritable:
             return False
         key = cache_key(record)
         entry = {"format": CACHE_FORMAT, "key": key, "record": record, "outcome": asdict(outcome),
@@ -197,9 +278,24 @@ class ResultCache:
             write_bytes_atomic(path, (json.dumps(entry, indent=1) + "\n").encode())
         except OSError as e:
             self.write_error = f"{path}: {e.strerror or e}"
+            self.unwritable = self.write_error
             return False
         self.stored += 1
         return True
+
+
+def _unwritable_reason(folder: str) -> str:
+    """Why no entry can be written under `folder` ("" when one can): the folder, or the nearest
+    existing folder above it that would hold it, refuses a file."""
+    probe = folder
+    while not os.path.isdir(probe):
+        if os.path.lexists(probe):
+            return f"{probe} is not a folder"
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    return check_writable_folder(probe) or ""
 
 
 __all__ = [
@@ -211,6 +307,8 @@ __all__ = [
     "UNTIMED_SETTINGS",
     "cache_key",
     "code_digest",
+    "entry_problem",
+    "read_entry",
     "default_cache_dir",
     "key_record",
     "machine_fingerprint",

@@ -80,7 +80,7 @@ def open_cache(cache_dir: str | None, gpu: Gpu | None, environment: dict[str, An
         print(f"note: result cache not used: this machine's {', '.join(missing)} unknown, so no "
               "number can be matched to it; every case is timed", file=progress)
         return None
-    return ResultCache(os.path.abspath(cache_dir), machine, run_id, timestamp, workdir)
+    return ResultCache(os.path.abspath(cache_dir), machine, run_id, timestamp, workdir, notices=progress)
 
 
 def cache_note(cache: ResultCache) -> str:
