@@ -58,27 +58,121 @@ def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
     for resume in (False, True):
         with pytest.raises(UsageError) as e:
             wd.check_workdir(str(w), resume=resume)
-        assert str(e.value) == (f"--workdir={w}: holds other files (report.md, testlist.txt) and no "
-                                "results.json, so it is not a workdir of this tool; choose a new or "
-                                "empty --workdir")
+        assert str(e.value) == (f"--workdir={w}: holds other files (report.md, testlist.txt) and is not a "
+                                "workdir of this tool (it has no .benchmark-model-kernels file of its own), "
+                                "so a run could replace them; choose a new or empty --workdir")
+    with pytest.raises(UsageError, match="holds other files"):
+        wd.make_workdir(str(w))  # the marker is never written into it
     assert _tree_bytes(w) == before
 
 
-@pytest.mark.parametrize("marker", wd.TOOL_MARKERS)
-def test_new_empty_and_tool_workdirs_are_accepted(tmp_path, marker):
-    assert wd.check_workdir(str(tmp_path / "new"), resume=False) == str(tmp_path / "new")
-    (tmp_path / "empty").mkdir()
-    assert wd.check_workdir(str(tmp_path / "empty"), resume=False)
-    tool = tmp_path / "tool"
-    tool.mkdir()
-    (tool / marker).write_text("{}")
-    (tool / "testlist.txt").write_text("")
-    assert wd.check_workdir(str(tool), resume=True)
-    sweep = tmp_path / "sweep"  # a sweep's parent: sub-workdirs and the comparison report
-    (sweep / "llama_tp1_ep1").mkdir(parents=True)
-    (sweep / "llama_tp1_ep1" / marker).write_text("{}")
+def test_a_workdir_is_the_tools_by_its_own_marker_not_by_its_subfolders(tmp_path):
+    """The parent of earlier runs is not a workdir: its own testlist.txt and cases.json are the user's."""
+    runs = tmp_path / "runs"
+    run_cases(runs, [gemm_case(4096)])  # runs/w: an earlier run
+    (runs / "w" / "cases.json").write_text("{}")
+    (runs / "testlist.txt").write_text("my list")
+    (runs / "cases.json").write_text('{"mine": true}')
+    before = _tree_bytes(runs)
+    with pytest.raises(UsageError, match="holds other files .* is not a workdir of this tool"):
+        wd.check_workdir(str(runs), resume=False)
+    assert not wd.is_tool_workdir(str(runs)) and _tree_bytes(runs) == before
+
+
+def test_new_and_empty_folders_get_the_marker_when_made_and_are_then_the_tools(tmp_path):
+    for folder in (tmp_path / "new", tmp_path / "empty"):
+        if folder.name == "empty":
+            folder.mkdir()
+        assert wd.check_workdir(str(folder), resume=False) == str(folder)
+        wd.make_workdir(str(folder))
+        assert os.listdir(folder) == [wd.WORKDIR_MARKER]
+        text = (folder / wd.WORKDIR_MARKER).read_text()
+        assert text.splitlines()[:2] == ["benchmark-model-kernels workdir", "format 1"]
+        (folder / "testlist.txt").write_text("")
+        assert wd.is_tool_workdir(str(folder)) and wd.check_workdir(str(folder), resume=False)
+
+
+@pytest.mark.parametrize("marker", ["", "benchmark-model-kernels workdir\n", "someone else's\nformat 1\n",
+                                    "benchmark-model-kernels workdir\nformat one\n"])
+def test_a_marker_that_does_not_say_so_is_no_marker(tmp_path, marker):
+    (tmp_path / wd.WORKDIR_MARKER).write_text(marker)
+    (tmp_path / "notes.txt").write_text("mine")
+    assert not wd.is_tool_workdir(str(tmp_path))
+    with pytest.raises(UsageError, match="holds other files"):
+        wd.check_workdir(str(tmp_path), resume=False)
+
+
+def test_a_marker_that_is_a_link_is_no_marker(tmp_path):
+    real = tmp_path / "real"
+    wd.make_workdir(str(real))
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    os.symlink(real / wd.WORKDIR_MARKER, foreign / wd.WORKDIR_MARKER)
+    assert not wd.is_tool_workdir(str(foreign))
+
+
+def test_workdirs_of_an_earlier_version_are_adopted_by_their_own_files(tmp_path):
+    """Before the marker: a run's workdir (its own results.json is this tool's) and a dry run's
+    (its own cases.json) are adopted, and get the marker when a run makes them its workdir."""
+    _, _, _, run_dir = run_cases(tmp_path, [gemm_case(4096)])
+    assert not os.path.exists(os.path.join(run_dir, wd.WORKDIR_MARKER))  # made without make_workdir
+    assert wd.is_tool_workdir(run_dir) and wd.check_workdir(run_dir, resume=True)
+    wd.make_workdir(run_dir)
+    assert os.path.isfile(os.path.join(run_dir, wd.WORKDIR_MARKER))
+    dry = str(tmp_path / "dry")
+    wd.dry_run([gemm_case(4096)], settings(tmp_path), dry, io.StringIO())
+    assert wd.is_tool_workdir(dry) and wd.check_workdir(dry, resume=False)
+    # Files of the same names that are not the tool's are not adopted.
+    for name, text in (("results.json", '{"rows": []}'), ("results.json", "[]"),
+                       ("results.json", json.dumps({"schema_version": 1, "rows": [], "tool": {"name": "x"}})),
+                       ("cases.json", '{"cases": []}'), ("cases.json", "not json")):
+        other = tmp_path / f"other_{len(os.listdir(tmp_path))}"
+        other.mkdir()
+        (other / name).write_text(text)
+        assert not wd.is_tool_workdir(str(other)), (name, text)
+
+
+@pytest.mark.parametrize("name", ["driver.log", "run.lock", "cases", "results.json", "testlist.txt",
+                                  "autotune_cache.json", "combined_results.csv"])
+def test_a_name_the_run_writes_that_is_a_symbolic_link_is_refused(tmp_path, name):
+    w = tmp_path / "w"
+    wd.make_workdir(str(w))
+    victim = tmp_path / "victim"
+    victim.mkdir() if name == "cases" else victim.write_text("the user's own file")
+    os.symlink(victim, w / name)
+    with pytest.raises(UsageError) as e:
+        wd.check_workdir(str(w), resume=True)
+    assert f"its {name} is a symbolic link (to {victim}), which a run never writes through" in str(e.value)
+    assert victim.is_dir() or victim.read_text() == "the user's own file"
+
+
+@pytest.mark.parametrize("name", ["driver.log", "run.lock", "cases/gemm.a.m8.bf16.cudnn.log",
+                                  "cases/worker.log"])
+def test_a_file_written_in_place_that_is_a_hard_link_is_refused(tmp_path, name):
+    w = tmp_path / "w"
+    wd.make_workdir(str(w))
+    (w / "cases").mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file")
+    os.link(victim, w / name)
+    with pytest.raises(UsageError, match=f"its {name} is a hard link to another file"):
+        wd.check_workdir(str(w), resume=False)
+    assert victim.read_text() == "the user's own file"
+
+
+def test_a_sweep_folder_is_the_tools_by_its_own_marker(tmp_path):
+    sweep = tmp_path / "sweep"
+    wd.make_workdir(str(sweep))
+    wd.make_workdir(str(sweep / "llama_tp1_ep1"))
     (sweep / "report.md").write_text("")
     assert wd.check_workdir(str(sweep), resume=True)
+    legacy = tmp_path / "legacy"  # a sweep's folder from before the marker: not adopted
+    (legacy / "llama_tp1_ep1").mkdir(parents=True)
+    (legacy / "llama_tp1_ep1" / "results.json").write_text("{}")
+    (legacy / "report.md").write_text("")
+    with pytest.raises(UsageError, match="holds other files"):
+        wd.check_workdir(str(legacy), resume=True)
 
 
 # ---------------------------------------------------------------- one run per workdir
@@ -100,6 +194,27 @@ def test_the_lock_names_its_holder_and_refuses_a_second_taker(tmp_path):
     assert (tmp_path / wd.LOCK_FILE).read_text() == ""
     with wd.workdir_lock(str(tmp_path), ["again"]):
         assert "command again" in (tmp_path / wd.LOCK_FILE).read_text()
+
+
+def test_a_lock_file_that_is_a_link_is_never_followed_nor_truncated(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file")
+    w = tmp_path / "w"
+    w.mkdir()
+    os.symlink(victim, w / wd.LOCK_FILE)
+    with pytest.raises(UsageError) as e:
+        wd.take_workdir_lock(str(w))
+    assert str(e.value) == (f"--workdir={w}: its run.lock is a symbolic link, which a run never follows; "
+                            f"remove the link (rm {w / 'run.lock'}) or choose a new --workdir")
+    os.unlink(w / wd.LOCK_FILE)
+    os.link(victim, w / wd.LOCK_FILE)
+    with pytest.raises(UsageError, match="its run.lock is a hard link to another file, which the lock would"):
+        wd.take_workdir_lock(str(w))
+    os.unlink(w / wd.LOCK_FILE)
+    os.mkfifo(w / wd.LOCK_FILE)
+    with pytest.raises(UsageError, match="its run.lock is not a regular file"):
+        wd.take_workdir_lock(str(w))
+    assert victim.read_text() == "the user's own file"
 
 
 def test_a_lock_taken_while_its_holder_starts_names_no_pid(tmp_path):

@@ -42,6 +42,7 @@ from .run_start import EnvironmentProbe, cache_note, gpus_note, open_cache, reco
 from .workdir import (
     PREV_RESULTS,
     TESTLIST,
+    check_resume_plan,
     check_workdir,
     dry_run,
     load_kept,
@@ -183,7 +184,7 @@ def run_plan(request: RunRequest, cases: list[Case], *, plan: Plan | None = None
     progress = progress if progress is not None else sys.stderr
     workdir, settings = request.workdir, request.settings
     os.makedirs(workdir, exist_ok=True)
-    kept, n_prev = load_kept(workdir, cases, settings) if request.resume else ({}, 0)
+    kept, n_prev = load_kept(workdir, cases, settings, progress) if request.resume else ({}, 0)
     if request.resume:
         print(f"resume: kept {len(kept)} of {n_prev} earlier rows; "
               f"{len(cases) - len(kept)} cases to run or re-decide", file=progress)
@@ -294,6 +295,8 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
     # One run per workdir, dry runs included; the lock ends with the process, however it ends.
     with disk_full_as_usage_error("--workdir", request.workdir, rerun), workdir_lock(request.workdir):
         check_workdir(request.workdir, request.resume)  # again: a run may have finished meanwhile
+        if request.resume:
+            check_resume_plan(request.workdir, plan.to_dict())  # rows of another model: refused
         if request.dry_run:
             print(f"backend support per GPU from {caps.origin}")
             return dry_run(cases, request.settings, request.workdir, gpu=gpu)

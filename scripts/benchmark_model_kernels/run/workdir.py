@@ -6,10 +6,14 @@ created, locked for one run at a time), testlist.txt, cases.json and the case su
 --dry_run, and on --resume the rows of the earlier results.json still worth keeping (and a backup
 of that results.json).
 
-A workdir is new, empty, or a workdir of this tool (TOOL_MARKERS): a folder holding other files is
-refused, so that none of them is replaced.
+A workdir is new, empty, or a workdir of this tool: one that holds the tool's own marker file
+(workdir_owner.py, written when the tool creates the folder; a workdir of an earlier version is
+adopted when its own results.json or cases.json is the tool's). A folder holding other files is
+refused, so that none of them is replaced, and so is one where a name the run writes is a symbolic
+or hard link.
 
 Workdir contents:
+  .benchmark-model-kernels  the marker: this folder is the tool's (format line; never delete it alone)
   testlist.txt          every driver case's argv, runnable with the real driver's --testlist
   cases.json            (--dry_run) the planned cases with their skip reasons
   driver.log            everything printed per case, delimited by the case id
@@ -32,6 +36,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import sys
 import tempfile
 from dataclasses import asdict, replace
@@ -45,12 +50,14 @@ from ..core.results_schema import (
     Row,
     RunSettings,
     load_results,
-    rows_of,
+    row_from_dict,
+    row_problem,
     settings_differences,
     validate_results,
 )
 from .argv import driver_argv
 from .outcome import Outcome, row_from_case
+from .workdir_owner import WORKDIR_MARKER, check_no_links, claim_folder, foreign_folder, is_tool_workdir
 
 TESTLIST = "testlist.txt"
 CASES_JSON = "cases.json"
@@ -61,9 +68,6 @@ DEFAULT_AUTOTUNE_CACHE = "autotune_cache.json"
 LOCK_FILE = "run.lock"
 #: A sweep's Slurm job logs (--launcher slurm), before any of its runs has written a file.
 SLURM_LOGS = "slurm_logs"
-#: Files that make a folder a workdir of this tool (a run, a dry run, a run's lock, a sweep's
-#: Slurm logs).
-TOOL_MARKERS = (RESULTS_JSON, CASES_JSON, LOCK_FILE, SLURM_LOGS)
 
 
 def _existing_ancestor(path: str) -> str:
@@ -95,6 +99,7 @@ def check_workdir(workdir: str | None, resume: bool) -> str:
             "already holds results.json; pass --resume to continue it or choose a new --workdir")
     if os.path.isdir(path):
         _check_holds_only_tool_files(path, workdir)
+        check_no_links(path, "--workdir")
     return path
 
 
@@ -107,28 +112,17 @@ def _check_holds_only_tool_files(path: str, workdir: str) -> None:
         raise UsageError("--workdir", workdir, f"cannot be read ({e.strerror}); choose a readable "
                          "--workdir") from None
     if foreign:
-        raise UsageError("--workdir", workdir, f"holds other files ({', '.join(names[:3])}) and no "
-                         "results.json, so it is not a workdir of this tool; choose a new or empty "
-                         "--workdir")
-
-
-def is_tool_workdir(path: str) -> bool:
-    """A run's or dry run's workdir (a marker file), or a sweep's: a folder of such workdirs."""
-    def marked(folder: str) -> bool:
-        return any(os.path.exists(os.path.join(folder, m)) for m in TOOL_MARKERS)
-
-    if marked(path):
-        return True
-    return any(marked(os.path.join(path, name)) for name in os.listdir(path)
-               if os.path.isdir(os.path.join(path, name)))
+        raise foreign_folder("--workdir", workdir, names)
 
 
 def make_workdir(path: str) -> None:
-    """Create the workdir (and prove it writable) before anything is written into it."""
+    """Create the workdir (and prove it writable) before anything is written into it, and mark it
+    as this tool's (claim_folder: a folder of other files is refused, nothing written)."""
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
             pass
+        claim_folder(path, "--workdir")
     except OSError as e:
         raise UsageError("--workdir", path, f"cannot be created or written ({e.strerror}); choose a "
                          "writable --workdir") from None
@@ -139,11 +133,22 @@ def take_workdir_lock(workdir: str, command: Sequence[str] | None = None) -> int
     then names this PID and `command` (default sys.argv). Returns the lock file's descriptor: the
     lock lasts until it is closed or the process ends, however it ends. Raises UsageError naming
     the holder when another run has it."""
+    path = os.path.join(workdir, LOCK_FILE)
     try:
-        fd = os.open(os.path.join(workdir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link: the lock truncates its file, which must be the workdir's own.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UsageError("--workdir", workdir, f"its {LOCK_FILE} is a symbolic link, which a run never "
+                             f"follows; remove the link (rm {path}) or choose a new --workdir") from None
         raise UsageError("--workdir", workdir, f"its {LOCK_FILE} cannot be opened ({e.strerror}); "
                          "choose a writable --workdir") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        what = "a hard link to another file" if stat.S_ISREG(st.st_mode) else "not a regular file"
+        raise UsageError("--workdir", workdir, f"its {LOCK_FILE} is {what}, which the lock would "
+                         f"overwrite; remove it (rm {path}) or choose a new --workdir")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -252,9 +257,14 @@ def check_resume_settings(workdir: str, settings: RunSettings, recorded: dict[st
     that records no settings at all has nothing to compare."""
     if recorded is None:
         try:
-            recorded = load_results(os.path.join(workdir, RESULTS_JSON)).get("settings")
-        except (OSError, ValueError):
+            payload = load_results(os.path.join(workdir, RESULTS_JSON))
+        except (OSError, ValueError, RecursionError):
             return
+        if not isinstance(payload, dict) or not isinstance(payload.get("settings", {}), (dict, type(None))):
+            what = "its top level" if not isinstance(payload, dict) else "its \"settings\""
+            raise UsageError("--resume", workdir, f"its results.json is not one of this tool's ({what} is not "
+                             "a JSON object); choose a new --workdir")
+        recorded = payload.get("settings")
     if not recorded:
         return
     differences = settings_differences(recorded, settings)
@@ -263,20 +273,26 @@ def check_resume_settings(workdir: str, settings: RunSettings, recorded: dict[st
                          "with the flags of its results.json \"command\" or choose a new --workdir")
 
 
-def load_kept(workdir: str, cases: list[Case], settings: RunSettings) -> tuple[dict[str, Row], int]:
-    """Rows of the previous results.json worth keeping: ok/unsupported, still planned, same shape.
-    A previous run timed under other timing `settings` is refused (UsageError): its kept rows and
-    the new ones would be two measurements in one table."""
+def load_kept(workdir: str, cases: list[Case], settings: RunSettings, warn: TextIO | None = None
+              ) -> tuple[dict[str, Row], int]:
+    """Rows of the previous results.json worth keeping: ok/unsupported, still planned, same shape,
+    and valid rows (results_schema.row_problem, the check a result-cache entry gets): a row that is
+    not is timed again, said once on `warn` (default stderr). A previous run timed under other
+    timing `settings` is refused (UsageError): its kept rows and the new ones would be two
+    measurements in one table."""
     path = os.path.join(workdir, RESULTS_JSON)
     if not os.path.isfile(path):
         return {}, 0
     try:
         payload = load_results(path)
-        validate_results(payload)
-        previous = rows_of(payload)
-    except (OSError, ValueError, TypeError) as e:
+        validate_results(payload, check_rows=False)
+    except (OSError, ValueError, TypeError, RecursionError) as e:
         raise UsageError("--resume", workdir, f"its results.json cannot be read ({e}); choose a new --workdir") from e
     check_resume_settings(workdir, settings, payload.get("settings") or {})
+    previous, bad = _valid_rows(payload["rows"])
+    if bad:
+        print(f"warning: resume: {len(bad)} row(s) of {path} are not valid rows and are timed again "
+              f"(first: {bad[0]})", file=warn if warn is not None else sys.stderr)
     planned = {c.case_id: c for c in cases}
     kept = {}
     for r in previous:
@@ -286,7 +302,69 @@ def load_kept(workdir: str, cases: list[Case], settings: RunSettings) -> tuple[d
         if _same_case(r, row_from_case(c, Outcome("failed"))):
             kept[r.case_id] = r if r.mode else replace(r, mode=c.mode)  # rows from before modes
     back_up_results(workdir)
-    return kept, len(previous)
+    return kept, len(payload["rows"])
+
+
+def _valid_rows(raw_rows: list[Any]) -> tuple[list[Row], list[str]]:
+    """The rows that pass row validation, and why each other one does not."""
+    rows, bad = [], []
+    for i, raw in enumerate(raw_rows):
+        problem = row_problem(raw, f"rows[{i}]")
+        if problem:
+            bad.append(problem)
+        else:
+            rows.append(row_from_dict(raw))
+    return rows, bad
+
+
+def check_resume_plan(workdir: str, plan: dict[str, Any] | None) -> None:
+    """Refuse (UsageError) a --resume of `workdir` whose results.json was planned for another
+    model or layout than `plan` (a Plan's to_dict()): its kept rows would carry that model's layer
+    counts. Compared: TP, EP, the model's type, architecture, layers, hidden and vocabulary sizes,
+    and the layer count of every plan entry both hold (what a results.json predates is not
+    compared). Nothing to compare without a results.json or a recorded plan."""
+    try:
+        recorded = load_results(os.path.join(workdir, RESULTS_JSON)).get("plan")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return  # left to load_kept to report
+    if not isinstance(recorded, dict) or plan is None:
+        return
+    differences = plan_differences(recorded, plan)
+    if differences:
+        raise UsageError("--resume", workdir, f"its results.json is of {_plan_label(recorded)} and this run "
+                         f"plans {_plan_label(plan)} ({', '.join(differences[:3])}); its rows would carry the "
+                         "other's layer counts; resume with the MODEL and --tp/--ep of its results.json "
+                         "\"command\", or choose a new --workdir")
+
+
+def plan_differences(recorded: dict[str, Any], plan: dict[str, Any]) -> list[str]:
+    """`field was X (now Y)` for each model or layout fact where two plan dicts differ; a fact
+    either one does not record (an older plan) is not compared."""
+    out = []
+    for key in ("tp", "ep"):
+        was, now = recorded.get(key), plan.get(key)
+        if was is not None and now is not None and was != now:
+            out.append(f"{key} was {was} (now {now})")
+    old_model, new_model = recorded.get("model") or {}, plan.get("model") or {}
+    for key in ("model_type", "architecture", "num_hidden_layers", "hidden_size", "vocab_size"):
+        was, now = old_model.get(key), new_model.get(key)
+        if was and now and was != now:
+            out.append(f"{key} was {was} (now {now})")
+    for part in ("gemms", "moe", "attention"):
+        old_layers = _layers_by_name(recorded.get(part))
+        for name, layers in _layers_by_name(plan.get(part)).items():
+            if name in old_layers and old_layers[name] != layers:
+                out.append(f"{name} layers was {old_layers[name]} (now {layers})")
+    return out
+
+
+def _layers_by_name(entries: Any) -> dict[str, Any]:
+    return {e["name"]: e.get("layers") for e in entries or () if isinstance(e, dict) and "name" in e}
+
+
+def _plan_label(plan: dict[str, Any]) -> str:
+    model = plan.get("model") or {}
+    return f"{model.get('name') or '(unnamed)'} TP={plan.get('tp')} EP={plan.get('ep')}"
 
 
 def back_up_results(workdir: str) -> str:
@@ -329,13 +407,16 @@ __all__ = [
     "PREV_RESULTS",
     "SLURM_LOGS",
     "TESTLIST",
-    "TOOL_MARKERS",
+    "WORKDIR_MARKER",
     "back_up_results",
+    "check_resume_plan",
+    "check_resume_settings",
     "check_workdir",
     "dry_run",
     "is_tool_workdir",
     "load_kept",
     "make_workdir",
+    "plan_differences",
     "release_workdir_lock",
     "summary_table",
     "take_workdir_lock",
