@@ -9,7 +9,7 @@ import os
 import pytest
 
 from benchmark_model_kernels.core.errors import UsageError
-from benchmark_model_kernels.run import flags
+from benchmark_model_kernels.run import flags, workdir
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -109,6 +109,7 @@ def test_a_sweep_checks_each_runs_own_autotune_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(flags, "flashinfer_wheel", lambda: {"version": "0.6.18.post1"})
     top = tmp_path / "sweep"
     subs = [top / "a_tp1_ep1", top / "b_tp1_ep1"]
+    workdir.make_workdir(str(top))  # a sweep's folder, as the CLI makes it
     for sub in subs:
         sub.mkdir(parents=True)
         (sub / "results.json").write_text('{"schema_version": 1, "rows": []}')
@@ -116,3 +117,32 @@ def test_a_sweep_checks_each_runs_own_autotune_cache(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="b_tp1_ep1/autotune_cache.json.*gpu NVIDIA A100-SXM4-80GB"):
         flags.validate_args(parse("--workdir", str(top), "--backends", "torch", "--resume"),
                             [str(s) for s in subs], resume_may_start_fresh=True)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_an_autotune_cache_that_is_not_flashinfers_is_refused_before_anything(tmp_path, monkeypatch, dry_run):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(flags, "flashinfer_wheel", lambda: {"version": "0.6.18.post1"})
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "llama"}')
+    base = ["--workdir", str(tmp_path / "w"), "--backends", "torch"] + (["--dry_run"] if dry_run else [])
+    with pytest.raises(UsageError) as e:
+        flags.validate_args(parse(*base, "--autotune_cache", str(config)))
+    assert str(e.value).startswith(f"--autotune_cache={config}: is a JSON file without FlashInfer's _metadata "
+                                   "stamp, so not an autotune cache FlashInfer saved; FlashInfer rewrites the file")
+    assert config.read_text() == '{"model_type": "llama"}' and not (tmp_path / "w").exists()
+    # The name of a file the run itself writes, inside its workdir, even before it exists.
+    with pytest.raises(UsageError, match="is the name of a file the run writes in its --workdir"):
+        flags.validate_args(parse(*base, "--autotune_cache", str(tmp_path / "w" / "results.json")))
+    # --no_autotune never touches it: nothing to refuse.
+    assert flags.validate_args(parse(*base, "--no_autotune", "--autotune_cache", str(config)))
+    assert flags.validate_args(parse(*base, "--autotune_cache", str(tmp_path / "w" / "autotune_cache.json")))
+
+
+def test_gpus_are_checked_as_a_list_in_a_dry_run_too(tmp_path):
+    base = ("--workdir", str(tmp_path / "w"), "--dry_run", "--assume_cc", "9.0")
+    for text, said in (("0,,1", "give CUDA device numbers separated by commas"), ("0,0", "names a GPU twice"),
+                       ("0,", "give CUDA device numbers"), ("a", "give CUDA device numbers"),
+                       ("-1", "give CUDA device numbers")):
+        with pytest.raises(UsageError, match=said):
+            flags.validate_args(parse(*base, "--gpus", text))

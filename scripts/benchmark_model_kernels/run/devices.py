@@ -17,12 +17,11 @@ NameReader = Callable[[list[int]], list[str]]
 
 
 def parse_gpus(text: str) -> list[int]:
-    """'0,1,3' -> [0, 1, 3]: distinct device numbers >= 0; raises UsageError."""
-    try:
-        numbers = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        numbers = []
-    if not numbers or any(n < 0 for n in numbers):
+    """'0,1,3' -> [0, 1, 3]: distinct device numbers >= 0, each item a number (an empty one, as
+    in '0,,1', is refused: it is a typo, never a device); raises UsageError."""
+    items = [x.strip() for x in text.split(",")]
+    numbers = [int(x) for x in items if x.isdigit()]
+    if not items or len(numbers) != len(items):
         raise UsageError("--gpus", text, "give CUDA device numbers separated by commas, e.g. --gpus 0,1,2,3")
     if len(set(numbers)) != len(numbers):
         raise UsageError("--gpus", text, "names a GPU twice; give each device once, e.g. --gpus 0,1")

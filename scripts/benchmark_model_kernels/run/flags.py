@@ -23,10 +23,11 @@ from ..core.files import path_arg
 from ..core.results_schema import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
 from ..env.versions import flashinfer_wheel
 from . import devices
-from .autotune_file import stale_reason
+from .autotune_file import foreign_reason, stale_reason
 from .cache import default_cache_dir
 from .pool import has_driver
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_resume_settings, check_workdir
+from .workdir_owner import OWN_NAMES
 
 #: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"
 #: sweep, decode (1, 8) to prefill-sized (512) steps.
@@ -296,6 +297,8 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     if getattr(args, "cache", None) and getattr(args, "no_cache", False):
         raise UsageError("--cache", args.cache, "and --no_cache contradict each other; give one")
     gpus = getattr(args, "gpus", None)
+    if gpus is not None:
+        devices.parse_gpus(gpus)  # a dry run too: its cases.json must not record a list it cannot run
     gpu = _target_gpu(args) if gpu_here else None
     gpu_memory = None
     if gpu is not None and not getattr(args, "assume_cc", None):
@@ -304,6 +307,9 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         gpu_memory = nvml_memory_bytes(0)
     devices_pinned = devices.check_gpus(gpus) if gpus is not None and not args.dry_run and gpu_here else None
     workdir = os.path.abspath(args.workdir)
+    if args.autotune_cache and not args.no_autotune:
+        # A dry run too: its testlist.txt hands the path to the driver.
+        check_autotune_cache_is_flashinfers(args.autotune_cache, [workdir, *workdirs])
     if not args.dry_run and not args.no_autotune:
         # The given file, or each run's own (a sweep's runs each keep one in their workdir).
         caches = [args.autotune_cache] if args.autotune_cache else [
@@ -326,6 +332,23 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         devices=tuple(devices_pinned) if devices_pinned else None,
         gpu_memory_bytes=gpu_memory,
     )
+
+
+def check_autotune_cache_is_flashinfers(path: str, workdirs: list[str]) -> None:
+    """Refuse (UsageError) an --autotune_cache that is not FlashInfer's own file (FlashInfer
+    replaces whatever is at the path when it saves: autotune_file.foreign_reason), or that takes
+    the name of a file a run writes in one of its `workdirs`. A path where nothing is yet is
+    taken: FlashInfer creates it."""
+    reason = foreign_reason(path)
+    if reason is None and os.path.basename(path) in OWN_NAMES and os.path.basename(path) != DEFAULT_AUTOTUNE_CACHE:
+        folder = os.path.dirname(os.path.abspath(path))
+        if any(os.path.abspath(w) == folder for w in workdirs):
+            reason = "is the name of a file the run writes in its --workdir"
+    if reason is None:
+        return
+    raise UsageError("--autotune_cache", path, f"{reason}; FlashInfer rewrites the file at this path, so "
+                     "give a new path (e.g. --autotune_cache ~/autotune/h200.json) or an autotune cache an "
+                     "earlier run saved, or leave the flag out (each run keeps its own in its --workdir)")
 
 
 def check_autotune_cache(path: str, *, given: bool, gpu: Gpu | None, flashinfer_version: str | None) -> None:
