@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the two FlashInfer bundles benchmarks/h200_flashinfer_versions.sh carries to the lent H200
-# (no network there, no FlashInfer installed; see ../shared/device/README.md). Git-ignored, never
-# committed:
+# Builds the two FlashInfer bundles that the flashinfer_v0618 and flashinfer_v07 recipes of
+# benchmarks/evidence/ carry to the lent H200 (no network there, no FlashInfer installed; see
+# ../shared/device/README.md). Git-ignored, never committed:
 #   .fi618/  flashinfer-python 0.6.18.post1 and the wheels the GPU image lacks, unpacked and
 #            xz-packed (fisite.tar.xz), plus flashinfer/benchmarks and flashinfer/version.txt of
 #            FI618_REF (default release-v0.6.18: the v0.6.18.post1 tag, the wheel's own driver,

@@ -13,7 +13,8 @@ Data flows one way, one folder per floor; a module imports only from the floors 
   run/          Cases -> results.json: flags, runner, workdir, worker pool around the driver, cache
   doctor/       the environment record and the doctor (check_env.py)
   report/       results.json -> report.md, CSV and figures
-  cli_model, cli_builtin, docs_tables     the CLIs that wire the floors together
+  deploy/       the deployment view: the layouts of G GPUs, their collectives and decode steps
+  cli_model.py, cli_builtin.py, docs_tables.py     the CLIs that wire the floors together
 """
 
 from .core.version import __version__

@@ -1,9 +1,9 @@
 """On a GPU: percentiles, correctness checks (a corrupted output is caught as `incorrect`), eager
 launch counts and the driver's own samples and --refcheck, through the real backends.
 
-Run on the GPU machine (benchmarks/h200_measurements.sh does): the torch and Triton tests need CUDA;
-the driver tests also the FlashInfer checkout at $FLASHINFER_REPO (default .devbundle/flashinfer)
-and the flashinfer wheel.
+Run on the GPU machine (the `measurements` recipe of benchmarks/evidence/ does): the torch and
+Triton tests need CUDA; the driver tests also the FlashInfer checkout at $FLASHINFER_REPO (default
+.devbundle/flashinfer) and the flashinfer wheel.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ role's linear kind, how TP and EP split it and the experts, where an EP rank's e
 `moe` (which layers are MoE, the experts' activation, the routing), `padding` (the physical shape
 vLLM gives each backend's kernel, and vLLM's own limits), `layers` (which layers keep BF16 under
 every recipe), `dispatch` (which kernel vLLM runs by default per GPU, recipe and FP8 scheme),
-`config` (one config field under its several spellings). They read only the schemas
+`config` (one config field under its several spellings), `architectures` (which architectures
+vLLM serves with a class of its own, which it refuses), `attention` (each attention layer's
+per-rank heads, head sizes and window), `quant_config` (the FP8 scheme of a checkpoint's
+`quantization_config`), `required_keys` (the config keys a plan depends on, per architecture
+family). They read only the schemas
 (`core/plan_schema.py`, `core/case_schema.py`) and are documented in references/sharding.md and
 references/padding.md.
 """
