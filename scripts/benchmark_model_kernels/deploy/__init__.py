@@ -8,5 +8,10 @@ Module by module:
   nccl_tests.py   nccl-tests output (all_reduce_perf, all_gather_perf, ...) -> sizes and times
   measure.py      collectives timed here through torch.distributed worker processes (NCCL or gloo)
   routing.py      expert loads under uniform, Zipf or file routing; the most loaded EP rank
+  view.py         one layout's decode steps per recipe, batch and context, measured or modelled parts
+  summary.py      what deploy.py prints before it times anything (all a --dry_run prints)
+  output.py       deployment.json: the deployment view as data
+  report.py       report.md of a deployment and its Pareto figure
+  cli.py          `deploy.py` / `benchmark-deploy`: the CLI
   data/comm_<system>.json  bundled nccl-tests tables per system (typical, not measured here)
 """
