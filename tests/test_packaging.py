@@ -169,7 +169,7 @@ def test_pyproject_console_scripts_import():
         project = tomllib.load(f)["project"]
     scripts = project["scripts"]
     assert set(scripts) == {"benchmark-model", "benchmark-via-builtin", "benchmark-check-env",
-                            "benchmark-report"}
+                            "benchmark-report", "benchmark-deploy"}
     for name, target in scripts.items():
         module, _, attr = target.partition(":")
         mod = importlib.import_module(module)
@@ -181,7 +181,7 @@ def test_pyproject_console_scripts_import():
 
 
 def test_thin_cli_scripts_exist():
-    for script in ("benchmark_model.py", "benchmark_via_builtin.py", "check_env.py", "report.py"):
+    for script in ("benchmark_model.py", "benchmark_via_builtin.py", "check_env.py", "report.py", "deploy.py"):
         text = read(os.path.join("scripts", script))
         assert "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))" in text, script
         assert len(text.splitlines()) < 30, f"{script} should stay a thin CLI"
