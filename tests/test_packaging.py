@@ -248,7 +248,7 @@ FOREIGN_FLAGS = {"--tensor-parallel-size", "--data-parallel-size", "--enable-exp
 def test_every_flag_the_docs_mention_exists_in_some_cli(doc):
     """Catches prose drift such as --trust_remote_code vs --trust-remote-code."""
     helps = " ".join(_help(s) for s in ("benchmark_model.py", "benchmark_via_builtin.py",
-                                        "check_env.py", "report.py"))
+                                        "check_env.py", "report.py", "deploy.py"))
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*[a-z0-9]", read(doc))) - FOREIGN_FLAGS
     unknown = sorted(f for f in mentioned if not re.search(rf"(^|[\s\[]){re.escape(f)}\b", helps))
     assert not unknown, f"{doc} mentions flags no CLI has: {unknown}"
