@@ -47,7 +47,7 @@ def target(cluster):
 @pytest.fixture(scope="module")
 def one_gpu():
     cluster = parse_gpus("1xH200")
-    work = Workload((1, 8, 64), (1024, 32768), ("bf16", "fp8"), routing=Routing(), routing_text="uniform")
+    work = Workload((1, 8, 64), (1024, 32768), ("bf16", "fp8"), routing=Routing())
     layouts = layout_plans(PlanOptions("qwen3-30b-a3b"), cluster, work.recipes)
     assert [lp.label for lp in layouts] == ["TP=1"]
     cells = assemble(LayoutRun(layouts[0], load(TP1), TP1), work, target(cluster))
@@ -58,7 +58,7 @@ def one_gpu():
 def eight_gpus():
     cluster = parse_gpus("8xH200")
     zipf = Routing("zipf", 1.2)
-    work = Workload((8, 64), (4096,), ("bf16",), routing=zipf, routing_text=zipf.label)
+    work = Workload((8, 64), (4096,), ("bf16",), routing=zipf)
     layouts = layout_plans(PlanOptions("qwen3-30b-a3b"), cluster, work.recipes)
     cells = []
     for lp in layouts:

@@ -19,22 +19,23 @@ import sys
 from dataclasses import replace
 from typing import Any, Sequence
 
-from ..cases.capabilities import HAND, load_capabilities
+from ..cases.capabilities import HAND, Capabilities
 from ..core.case_schema import Case
 from ..core.errors import OneLineArgumentParser, UsageError, cli_main
 from ..core.files import path_arg
 from ..core.results_schema import RESULTS_JSON, load_results
 from ..plan import memory
 from ..run import flags, runner
-from ..run.interrupts import is_interrupt_exit
+from ..run.interrupts import is_interrupt_exit, stop_signals_exit
 from ..run.workdir import check_workdir
 from .collectives import ALL2ALL_BACKENDS
+from .comm_times import CommModel
 from .layouts import Cluster, LayoutPlan, MemorySettings, PlanOptions, layout_plans, parse_gpus
 from .output import Deployment, write_deployment
 from .report import write_report
 from .routing import Routing
 from .summary import summary_lines
-from .view import BASES, Communication, LayoutRun, Target, Workload, assemble, recipe_key
+from .view import BASES, Communication, LayoutRun, Target, Workload, assemble, recipe_key, step_collectives
 
 RECIPES = ("bf16", "fp8", "nvfp4")
 
@@ -147,7 +148,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
         raise UsageError("--gpu_memory_utilization", f"{util:g}", "must be a fraction above 0 and at most 1, "
                          f"e.g. --gpu_memory_utilization {memory.VLLM_GPU_MEMORY_UTILIZATION:g}")
     routing = Routing.from_flag(args.routing)
-    return Workload(batches, contexts, tuple(args.recipes), args.kv_dtype, BASES[args.basis], routing, routing.label)
+    return Workload(batches, contexts, tuple(args.recipes), args.kv_dtype, BASES[args.basis], routing)
 
 
 def timed_ms(lp: LayoutPlan, work: Workload) -> tuple[int, ...]:
@@ -162,12 +163,13 @@ def timed_recipes(lp: LayoutPlan, work: Workload) -> tuple[str, ...]:
     return tuple(r for r in work.recipes if lp.fits_recipe(r))
 
 
-def layout_cases(lp: LayoutPlan, work: Workload, args: argparse.Namespace, cluster: Cluster) -> list[Case]:
-    """The cases a run of `lp` would time on the cluster's GPU kind (the runner's own planning)."""
+def layout_cases(lp: LayoutPlan, work: Workload, args: argparse.Namespace, cluster: Cluster,
+                 caps: Capabilities = HAND) -> list[Case]:
+    """The cases a run of `lp` would time on the cluster's GPU kind (the runner's own planning);
+    `caps`: what the installed FlashInfer says about its backends."""
     ms, recipes = timed_ms(lp, work), timed_recipes(lp, work)
     if lp.plan is None or not ms or not recipes:
         return []
-    caps = load_capabilities(args.flashinfer_repo) if args.flashinfer_repo else HAND
     sweep = flags.sweep_from_args(argparse.Namespace(kv_lens=list(work.contexts), kv_dtypes=[work.kv_dtype]))
     return runner.plan_cases(lp.plan, ms, recipes, args.backends, cluster.kind.compute_capability, ("graph",),
                              caps, sweep)
@@ -197,10 +199,9 @@ def check_gpu_here(cluster: Cluster) -> None:
                          f"on a {cluster.kind.name}, or ask for this GPU's kind (e.g. --gpus {cluster.count}x...)")
 
 
-def comm_model(args: argparse.Namespace, runs: Sequence[LayoutPlan], work: Workload, comm: Communication) -> Any:
+def comm_model(args: argparse.Namespace, layouts: Sequence[LayoutPlan], work: Workload) -> CommModel:
     """The collectives' times: measured here (2 or more GPUs, not --no_measure_comm, not a dry run) at
     the exact sizes of every planned cell, then --nccl_tests files, then the bundled table."""
-    from .comm_times import CommModel
     from .measure import gpus_here, measure_collectives, sizes_needed
     from .nccl_tests import read_nccl_tests
 
@@ -208,8 +209,9 @@ def comm_model(args: argparse.Namespace, runs: Sequence[LayoutPlan], work: Workl
     measured: dict[int, Any] = {}
     here = 0 if args.dry_run or args.no_measure_comm else gpus_here()
     if here >= 2:
-        wanted = [c for lp in runs if lp.runnable and lp.plan is not None for b in work.batches
-                  for r in work.recipes for c in comm.collectives(lp.plan, lp.layout, lp.m(b), recipe_key(lp.plan, r))]
+        wanted = [c for lp in layouts if lp.runnable and lp.plan is not None for b in work.batches
+                  for r in work.recipes
+                  for c in step_collectives(lp.plan, lp.layout, lp.m(b), recipe_key(lp.plan, r), args.all2all_backend)]
         for ranks, requests in sizes_needed(wanted).items():
             if ranks <= here:
                 print(f"timing {sum(map(len, requests.values()))} collective sizes over {ranks} GPUs here",
@@ -218,9 +220,9 @@ def comm_model(args: argparse.Namespace, runs: Sequence[LayoutPlan], work: Workl
     return CommModel(nccl_tests=files, extra_measured=measured)
 
 
-def comm_sources(args: argparse.Namespace, cluster: Cluster, model: Any) -> tuple[str, ...]:
+def comm_sources(args: argparse.Namespace, cluster: Cluster, model: CommModel) -> tuple[str, ...]:
     out = []
-    if getattr(model, "measured", None):
+    if model.measured:
         out.append("measured here (NCCL through torch.distributed worker processes, at the exact sizes)")
     out += [f"nccl-tests file {os.path.basename(p)}" for p in args.nccl_tests]
     out.append(f"the bundled table {cluster.kind.comm_system} (typical, not measured here)")
@@ -269,13 +271,16 @@ def _main(argv: list[str]) -> int:
         check_workdir(args.workdir, resume=True)
         check_gpu_here(cluster)
     options = PlanOptions(args.model, args.revision, args.trust_remote_code, args.allow_defaults)
-    layouts = layout_plans(options, cluster, work.recipes, MemorySettings(work.kv_dtype, args.gpu_memory_utilization))
-    cases = {lp.name: layout_cases(lp, work, args, cluster) for lp in layouts if lp.runnable}
+    # Planning writes nothing: a stop signal ends it at once with one line.
+    with stop_signals_exit(f"while planning the layouts of {args.model}; nothing was written"):
+        layouts = layout_plans(options, cluster, work.recipes,
+                               MemorySettings(work.kv_dtype, args.gpu_memory_utilization))
+    caps = runner.kept_capabilities(args.flashinfer_repo) if args.flashinfer_repo else HAND
+    cases = {lp.name: layout_cases(lp, work, args, cluster, caps) for lp in layouts if lp.runnable}
     print("\n".join(summary_lines(args.model, cluster, layouts, work, cases)), flush=True)
     if args.dry_run:
         return 0
-    comm = Communication(None, cluster.kind.comm_system, args.all2all_backend)
-    model = comm_model(args, layouts, work, comm)
+    model = comm_model(args, layouts, work)
     comm = Communication(model, cluster.kind.comm_system, args.all2all_backend)
     rc, subs = _run_layouts(args, layouts, work)
     if is_interrupt_exit(rc):

@@ -31,7 +31,10 @@ from ..report.analysis import Analysis
 from ..report.cells import MOE, QUANT, VLLM
 from ..report.row_facts import checkpoint_scheme
 from ..vllm_rules.layout import Layout
+from .collectives import Collective, MoeDispatch, collectives, hidden_size
+from .comm_times import CommModel
 from .layouts import Cluster, LayoutPlan, fit
+from .routing import Routing, busiest_rank, expert_loads
 
 MEASURED = "measured"
 MODELLED = "modelled"
@@ -81,9 +84,11 @@ class Workload:
     """"bf16", "fp8" (the checkpoint's FP8 scheme) or "nvfp4"."""
     kv_dtype: str = "bf16"
     basis: str = QUANT
-    routing: Any = None
-    """deploy.routing.Routing; None reads as uniform."""
-    routing_text: str = "uniform"
+    routing: Routing = Routing()
+
+    @property
+    def routing_text(self) -> str:
+        return self.routing.label
 
 
 @dataclass(frozen=True)
@@ -191,41 +196,37 @@ def moe_imbalance(plan: Plan, layout: Layout, tokens: int, work: Workload) -> Qu
         return Quantity.modelled(1.0, "no MoE layer")
     if not layout.use_ep:
         return Quantity.modelled(1.0, "no expert parallelism: every rank holds a slice of every expert")
-    from .routing import Routing, busiest_rank, expert_loads
-
-    routing = work.routing if work.routing is not None else Routing()
     worst = 1.0
     for entry in plan.moe:
-        loads = expert_loads(entry.global_experts, entry.top_k, tokens, routing)
+        loads = expert_loads(entry.global_experts, entry.top_k, tokens, work.routing)
         _, imbalance = busiest_rank(loads, layout)
         worst = max(worst, float(imbalance))
     return Quantity.modelled(worst, f"routing {work.routing_text}: the busiest of {layout.ep} EP ranks' "
                              f"token-expert pairs over the mean, {tokens} tokens (deploy/routing.py)")
 
 
+def step_collectives(plan: Plan, layout: Layout, m: int, key: str,
+                     all2all_backend: str = "allgather_reducescatter") -> list[Collective]:
+    """The collectives of one decode step (deploy/collectives.py) at M attention tokens per rank under
+    recipe `key`."""
+    # FlashInfer CUTLASS, vLLM's per-tensor FP8 MoE kernel on SM90/SM100, takes quantized input,
+    # so vLLM quantizes before the dispatch (deploy/collectives.py MoeDispatch).
+    dispatch = MoeDispatch.fp8(hidden_size(plan), "per_tensor") if key == "fp8.per_tensor" and plan.moe else None
+    return collectives(plan, layout, m, all2all_backend=all2all_backend, dispatch=dispatch)
+
+
 @dataclass(frozen=True)
 class Communication:
     """The collectives of a layout's decode step and their times on one system."""
 
-    model: Any
-    """deploy.comm_times.CommModel."""
+    model: CommModel
     system: str
     all2all_backend: str = "allgather_reducescatter"
-
-    def collectives(self, plan: Plan, layout: Layout, m: int, key: str) -> list[Any]:
-        """The collectives (deploy/collectives.py) at M attention tokens per rank under recipe `key`."""
-        from .collectives import MoeDispatch, collectives, hidden_size
-
-        # FlashInfer CUTLASS, vLLM's per-tensor FP8 MoE kernel on SM90/SM100, takes quantized input,
-        # so vLLM quantizes before the dispatch (deploy/collectives.py MoeDispatch).
-        dispatch = (MoeDispatch.fp8(hidden_size(plan), "per_tensor") if key == "fp8.per_tensor" and plan.moe
-                    else None)
-        return collectives(plan, layout, m, all2all_backend=self.all2all_backend, dispatch=dispatch)
 
     def lines(self, plan: Plan, layout: Layout, m: int, key: str) -> tuple[CommLine, ...]:
         """The collectives at M attention tokens per rank under recipe `key`, each timed."""
         out = []
-        for c in self.collectives(plan, layout, m, key):
+        for c in step_collectives(plan, layout, m, key, self.all2all_backend):
             t = self.model.time(c, self.system)
             label = MEASURED if str(t.source).startswith("measured") else MODELLED
             time = (Quantity(float(t.us), label, str(t.source)) if t.us is not None
@@ -384,5 +385,5 @@ def answers(cells: Sequence[StepCell], work: Workload) -> list[Answer]:
 
 
 __all__ = ["MEASURED", "MODELLED", "BASES", "BASIS_WORDS", "Quantity", "Workload", "CommLine", "StepCell",
-           "Communication", "Target", "LayoutRun", "recipe_key", "kernel_parts", "moe_imbalance", "comm_total",
-           "assemble", "best_cells", "Answer", "answers"]
+           "step_collectives", "Communication", "Target", "LayoutRun", "recipe_key", "kernel_parts", "moe_imbalance",
+           "comm_total", "assemble", "best_cells", "Answer", "answers"]
