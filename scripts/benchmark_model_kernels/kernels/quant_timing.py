@@ -17,7 +17,6 @@ A with_quant row = the kernel-only row + the time to quantize that kernel's inpu
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from ..core.case_schema import Case, GemmShape
@@ -106,61 +105,13 @@ def quant_spec(case: Case) -> QuantSpec:
 # ---------------------------------------------------------------------------- Triton kernels
 
 
-#: Bound by `_kernels()` on first use. Triton resolves the names a kernel uses (`tl`) in the
-#: module globals, not in a closure, so the lazy import assigns them here.
-triton = None
-tl = None
-
-
-@functools.cache
-def _kernels():
-    """Compile-on-first-use Triton kernels (Triton is imported only on the GPU worker)."""
-    global triton, tl
-    import triton as _triton
-    import triton.language as _tl
-
-    triton, tl = _triton, _tl
-
-    @triton.jit
-    def fp8_static_quant_kernel(x_ptr, y_ptr, inv_scale_ptr, n_elements, FP8_MAX: tl.constexpr,
-                                BLOCK: tl.constexpr):
-        pid = tl.program_id(0).to(tl.int64)
-        offs = pid * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n_elements
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        inv_scale = tl.load(inv_scale_ptr)
-        y = tl.minimum(tl.maximum(x * inv_scale, -FP8_MAX), FP8_MAX)
-        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-    @triton.jit
-    def fp8_per_token_quant_kernel(x_ptr, y_ptr, scale_ptr, n_cols, stride_x, stride_y,
-                                   FP8_MAX: tl.constexpr, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        x_row = x_ptr + row * stride_x
-        y_row = y_ptr + row * stride_y
-        amax = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-            amax = tl.maximum(amax, tl.abs(x))
-        scale = tl.maximum(tl.max(amax, axis=0), 1e-12) / FP8_MAX
-        tl.store(scale_ptr + row, scale)
-        inv_scale = 1.0 / scale
-        for start in range(0, n_cols, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n_cols
-            x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-            y = tl.minimum(tl.maximum(x * inv_scale, -FP8_MAX), FP8_MAX)
-            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-    return triton, fp8_static_quant_kernel, fp8_per_token_quant_kernel
-
-
 def fp8_quant_per_tensor(x, inv_scale, out=None):
     """e4m3 of clamp(x * inv_scale) in one Triton kernel; x contiguous, inv_scale fp32 [1]."""
     import torch
 
-    triton, static_kernel, _ = _kernels()
+    from .fp8_quant_kernels import fp8_static_quant_kernel as static_kernel
+    from .triton_import import triton
+
     out = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device) if out is None else out
     n = x.numel()
     block = 1024
@@ -172,7 +123,9 @@ def fp8_quant_per_token(x, out=None, scale=None):
     """(e4m3 [rows, cols], fp32 scale [rows]) with scale = row amax / 448, one Triton kernel."""
     import torch
 
-    triton, _, token_kernel = _kernels()
+    from .fp8_quant_kernels import fp8_per_token_quant_kernel as token_kernel
+    from .triton_import import triton
+
     rows, cols = x.shape
     out = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device) if out is None else out
     scale = torch.empty(rows, dtype=torch.float32, device=x.device) if scale is None else scale

@@ -25,5 +25,6 @@ imported lazily, on first use):
   5. sum over top_k (masking non-local pairs) -> [M, H] BF16.
   Static grids on preallocated buffers (no host sync, no data-dependent branches): the call can be
   captured in a CUDA graph. `quant_input_fn` -> (fn, args) is the FP8 schemes' input quantization.
-* `kernels`: the @triton.jit kernels behind `fused` (`_kernels()`, compiled on first use).
+* `kernels`: the @triton.jit kernels behind `fused` (`KERNELS`, by name), which imports it where it
+  launches them (Triton comes through `kernels/triton_import.py`).
 """

@@ -7,7 +7,7 @@ closure keeps only ints, the config and kernel handles, so nothing is allocated 
 inside fn and it can be captured in a CUDA graph. Also: `quant_input_fn` (the FP8 schemes' input
 quantization, timed apart) and `align_only_fn` (the align step alone, for tests).
 
-Torch is imported lazily (`problem._torch()`), Triton through `kernels._kernels()`.
+Torch is imported lazily (`problem._torch()`), and so is `kernels` (which imports Triton).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .kernels import ACT_CODE, ACT_IDENTITY, QUANT_CODE, _kernels
 from .problem import (
     FP8_GROUP,
     FP8_MAX,
@@ -78,9 +77,11 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
     All GPU tensors (inputs, workspaces, output) travel in `args`; the closure holds only ints,
     the config and kernel handles. Nothing is allocated or synchronized inside fn.
     """
+    from .kernels import ACT_CODE, QUANT_CODE
+    from .kernels import KERNELS as K
+
     torch = _torch()
     cfg = validate_config(config, p.scheme)
-    K = _kernels()
     dev = inputs["w1"].device
     M, H, I, E, top_k, N1 = (p.num_tokens, p.hidden, p.intermediate, p.local_experts, p.top_k,  # noqa: E741
                              p.n1)
@@ -208,7 +209,8 @@ def _align_plan(numel: int) -> tuple[str, int, int]:
 def _align_launcher(numel: int, local_experts: int, block_m: int, sorted_len: int,
                     num_blocks: int, e_pad: int) -> Callable:
     """The align step's launches for static sizes (see `_align_plan`)."""
-    K = _kernels()
+    from .kernels import KERNELS as K
+
     path, chunk, n_chunks = _align_plan(numel)
     fill_per_prog = _cdiv(sorted_len, n_chunks)
     E = local_experts
@@ -259,8 +261,10 @@ def quant_input_fn(p: MoeProblem, inputs: dict) -> tuple[Callable, tuple]:
     """
     if p.scheme not in FP8_SCHEMES:
         raise ValueError(f"scheme={p.scheme!r}: only the FP8 schemes quantize their input")
+    from .kernels import ACT_IDENTITY, QUANT_CODE
+    from .kernels import KERNELS as K
+
     torch = _torch()
-    K = _kernels()
     x = inputs["x_bf16"]
     dev = x.device
     M, H = x.shape
