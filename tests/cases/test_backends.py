@@ -10,8 +10,9 @@ import pytest
 from benchmark_model_kernels import docs_tables
 from benchmark_model_kernels.cases import backends as bk
 from benchmark_model_kernels.cases import kernel_limits as kl
-from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.case_schema import Case, MoeShape
 from benchmark_model_kernels.core.plan_schema import Routing
+from builders import gemm_case, moe_case
 
 SM90, SM100 = (9, 0), (10, 0)
 
@@ -20,21 +21,6 @@ def spec(routine: str, backend: str, variant: str = "") -> bk.BackendSpec:
     found = [s for s in bk.BACKENDS if (s.routine, s.backend, s.variant) == (routine, backend, variant)]
     assert found
     return found[0]
-
-
-def gemm_case(routine: str, backend: str, n: int, k: int, m: int = 8, dtype: str = "bf16",
-              variant: str = "") -> Case:
-    shape = GemmShape(m, n, k)
-    return Case(case_id="t", kind="gemm", name="t", modules=(), layers=1, m=m, dtype=dtype,
-                backend=backend, routine=routine, logical=shape, physical=shape, variant=variant)
-
-
-def moe_case(routine: str, backend: str, activation: str = "Swiglu", gated: bool = True,
-             routing: Routing | None = None, top_k: int = 8, dtype: str = "nvfp4") -> Case:
-    shape = MoeShape(16, 2048, 768, 128, 128, top_k)
-    return Case(case_id="t", kind="moe", name="t", modules=(), layers=1, m=16, dtype=dtype,
-                backend=backend, routine=routine, logical=shape, physical=shape,
-                activation=activation, gated=gated, routing=routing or Routing("renormalize"))
 
 
 def test_table_rows_are_unique_and_well_formed():
@@ -115,13 +101,13 @@ def test_unknown_capability_skips_nothing():
 
 
 @pytest.mark.parametrize("case,expect", [
-    (gemm_case("mm_bf16", "tinygemm", n=1000, k=4096), "n % 16"),
-    (gemm_case("mm_bf16", "tinygemm", n=1024, k=1000), "k % 64"),
-    (gemm_case("mm_fp8", "trtllm_low_latency", 4096, 1000, dtype="fp8"), "k % 128"),
-    (gemm_case("mm_fp8", "trtllm_low_latency", 4016, 4096, dtype="fp8"), "n % 32"),
-    (gemm_case("mm_fp4", "trtllm", 4000, 4096, dtype="nvfp4"), "n % 128"),
-    (gemm_case("bmm_fp8", "cublas", 1000, 4104, dtype="fp8"), "16-byte"),
-    (gemm_case("torch._scaled_mm", "torch", 4096, 1000, dtype="fp8", variant="per_token"),
+    (gemm_case(1000, k=4096, routine="mm_bf16", backend="tinygemm"), "n % 16"),
+    (gemm_case(1024, k=1000, routine="mm_bf16", backend="tinygemm"), "k % 64"),
+    (gemm_case(4096, k=1000, routine="mm_fp8", backend="trtllm_low_latency", dtype="fp8"), "k % 128"),
+    (gemm_case(4016, k=4096, routine="mm_fp8", backend="trtllm_low_latency", dtype="fp8"), "n % 32"),
+    (gemm_case(4000, k=4096, routine="mm_fp4", backend="trtllm", dtype="nvfp4"), "n % 128"),
+    (gemm_case(1000, k=4104, routine="bmm_fp8", backend="cublas", dtype="fp8"), "16-byte"),
+    (gemm_case(4096, k=1000, routine="torch._scaled_mm", backend="torch", dtype="fp8", variant="per_token"),
      "16-byte"),
 ])
 def test_gemm_shape_limits(case, expect):
@@ -131,37 +117,41 @@ def test_gemm_shape_limits(case, expect):
 def test_gemm_shape_limits_pass_aligned_shapes():
     for routine, backend in (("mm_bf16", "tinygemm"), ("mm_fp8", "trtllm_low_latency"),
                              ("mm_fp4", "trtllm"), ("bmm_fp8", "cublas"), ("bmm_fp8", "cudnn")):
-        assert kl.shape_limit(gemm_case(routine, backend, 4096, 4096)) == ""
+        assert kl.shape_limit(gemm_case(4096, k=4096, routine=routine, backend=backend)) == ""
     # cudnn bmm_fp8 has no known alignment limit.
-    assert kl.shape_limit(gemm_case("bmm_fp8", "cudnn", 1000, 1000, dtype="fp8")) == ""
+    assert kl.shape_limit(gemm_case(1000, k=1000, routine="bmm_fp8", backend="cudnn", dtype="fp8")) == ""
 
 
 def test_moe_activation_and_routing_limits():
-    assert "Swiglu only" in kl.shape_limit(moe_case("cute_dsl_fp4_block_scale_moe", "cute-dsl",
-                                                    activation="Geglu"))
+    assert "Swiglu only" in kl.shape_limit(moe_case(m=16, routine="cute_dsl_fp4_block_scale_moe", backend="cute-dsl",
+                                                    dtype="nvfp4", activation="Geglu"))
     # Non-gated Relu2 runs on both trtllm routines (their launchers never check the [E, 2I, H]
     # weights the driver allocates); other non-gated activations have no trtllm kernel.
     for routine, dtype in (("trtllm_fp4_block_scale_moe", "nvfp4"),
                            ("trtllm_fp8_per_tensor_scale_moe", "fp8")):
-        relu2 = moe_case(routine, "trtllm", activation="Relu2", gated=False, dtype=dtype)
+        relu2 = moe_case(m=16, routine=routine, backend="trtllm", dtype=dtype, activation="Relu2", gated=False)
         assert kl.shape_limit(relu2) == ""
-        relu = moe_case(routine, "trtllm", activation="Relu", gated=False, dtype=dtype)
+        relu = moe_case(m=16, routine=routine, backend="trtllm", dtype=dtype, activation="Relu", gated=False)
         assert "non-gated activations Relu2, Identity only" in kl.shape_limit(relu)
-    bias = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", activation="SwigluBias")
+    bias = moe_case(m=16, routine="trtllm_fp8_per_tensor_scale_moe", backend="trtllm", dtype="nvfp4",
+                    activation="SwigluBias")
     assert "SwigluBias" in kl.shape_limit(bias)
-    odd = moe_case("trtllm_fp4_block_scale_moe", "trtllm", routing=Routing("sigmoid_renorm"))
+    odd = moe_case(m=16, routine="trtllm_fp4_block_scale_moe", backend="trtllm", dtype="nvfp4",
+                   routing=Routing("sigmoid_renorm"))
     assert "'sigmoid_renorm'" in kl.shape_limit(odd)
-    llama = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", routing=Routing("llama4"))
+    llama = moe_case(m=16, routine="trtllm_fp8_per_tensor_scale_moe", backend="trtllm", dtype="nvfp4",
+                     routing=Routing("llama4"))
     assert "top_k == 1" in kl.shape_limit(llama)
-    ok_llama = moe_case("trtllm_fp8_per_tensor_scale_moe", "trtllm", routing=Routing("llama4"),
-                        top_k=1)
+    ok_llama = moe_case(m=16, top_k=1, routine="trtllm_fp8_per_tensor_scale_moe", backend="trtllm", dtype="nvfp4",
+                        routing=Routing("llama4"))
     assert kl.shape_limit(ok_llama) == ""
     ds = Routing("deepseek_v3", n_group=8, topk_group=4, routed_scaling_factor=2.5,
                  use_routing_bias=True)
-    assert kl.shape_limit(moe_case("trtllm_fp4_block_scale_moe", "trtllm", routing=ds)) == ""
+    assert kl.shape_limit(moe_case(m=16, routine="trtllm_fp4_block_scale_moe", backend="trtllm", dtype="nvfp4",
+                                   routing=ds)) == ""
     # Routines that ignore routing take any method and any cutlass activation.
-    assert kl.shape_limit(moe_case("cutlass_fused_moe", "cutlass", activation="Relu2",
-                                   gated=False, routing=Routing("sigmoid_renorm"))) == ""
+    assert kl.shape_limit(moe_case(m=16, routine="cutlass_fused_moe", backend="cutlass", dtype="nvfp4",
+                                   activation="Relu2", gated=False, routing=Routing("sigmoid_renorm"))) == ""
 
 
 def test_activation_quant_formats():

@@ -7,55 +7,48 @@ import importlib.util
 
 import pytest
 
-from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.case_schema import Case
 from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.kernels import quant_timing as qt
 from benchmark_model_kernels.kernels.timing import UnsupportedCase
+from builders import gemm_case, moe_case
 from support import requires_gpu
-
-
-def gemm_case(routine, dtype, backend, m=8, n=6144, k=4096, variant="", phys_k=None, quant=""):
-    logical = GemmShape(m, n, k)
-    physical = GemmShape(m, n, phys_k or k)
-    return Case(case_id=f"gemm.q.m{m}.{dtype}.{backend}.q", kind="gemm", name="q", modules=(),
-                layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=logical,
-                physical=physical, variant=variant, with_quant=True, activation_quant=quant)
-
-
-def moe_case(routine, dtype, backend, m=8, hidden=2048, phys_hidden=None, variant="", quant=""):
-    logical = MoeShape(m, hidden, 768, 128, 128, 8)
-    physical = MoeShape(m, phys_hidden or hidden, 768, 128, 128, 8)
-    return Case(case_id=f"moe.e.m{m}.{dtype}.{backend}.q", kind="moe", name="experts", modules=(),
-                layers=1, m=m, dtype=dtype, backend=backend, routine=routine, logical=logical,
-                physical=physical, variant=variant, with_quant=True, activation="Swiglu",
-                activation_quant=quant)
 
 
 @pytest.mark.parametrize(
     "case, expected",
     [
-        (gemm_case("bmm_fp8", "fp8", "cudnn"), qt.QuantSpec("fp8_per_tensor", 8, 4096)),
-        (gemm_case("mm_fp8", "fp8", "trtllm_low_latency"), qt.QuantSpec("fp8_per_tensor", 8, 4096)),
-        (gemm_case("torch._scaled_mm", "fp8", "torch", variant="per_tensor"),
+        (gemm_case(6144, k=4096, routine="bmm_fp8", backend="cudnn", dtype="fp8",
+                   with_quant=True), qt.QuantSpec("fp8_per_tensor", 8, 4096)),
+        (gemm_case(6144, k=4096, routine="mm_fp8", backend="trtllm_low_latency", dtype="fp8",
+                   with_quant=True), qt.QuantSpec("fp8_per_tensor", 8, 4096)),
+        (gemm_case(6144, k=4096, routine="torch._scaled_mm", backend="torch", dtype="fp8", variant="per_tensor",
+                   with_quant=True),
          qt.QuantSpec("fp8_per_tensor", 8, 4096)),
-        (gemm_case("torch._scaled_mm", "fp8", "torch", variant="per_token"),
+        (gemm_case(6144, k=4096, routine="torch._scaled_mm", backend="torch", dtype="fp8", variant="per_token",
+                   with_quant=True),
          qt.QuantSpec("fp8_per_token", 8, 4096)),
-        (moe_case("trtllm_fp8_per_tensor_scale_moe", "fp8", "trtllm", m=64),
+        (moe_case(m=64, routine="trtllm_fp8_per_tensor_scale_moe", backend="trtllm", dtype="fp8", with_quant=True),
          qt.QuantSpec("fp8_per_tensor", 64, 2048)),
-        (moe_case("torch._scaled_grouped_mm", "fp8", "torch", m=64),
+        (moe_case(m=64, routine="torch._scaled_grouped_mm", backend="torch", dtype="fp8", with_quant=True),
          qt.QuantSpec("fp8_per_token", 64, 2048)),
         # NVFP4: physical (padded) K / hidden is what gets quantized, in the recorded scale layout
-        (gemm_case("mm_fp4", "nvfp4", "cutlass", k=4000, phys_k=4032, quant="nvfp4_128x4"),
+        (gemm_case(6144, k=4000, physical_k=4032, routine="mm_fp4", backend="cutlass", dtype="nvfp4", with_quant=True,
+                   activation_quant="nvfp4_128x4"),
          qt.QuantSpec("nvfp4", 8, 4032, "128x4")),
-        (gemm_case("mm_fp4", "nvfp4", "trtllm", quant="nvfp4_8x4"), qt.QuantSpec("nvfp4", 8, 4096, "8x4")),
-        (gemm_case("mm_fp4", "nvfp4", "trtllm", m=64, quant="nvfp4_128x4"),
+        (gemm_case(6144, k=4096, routine="mm_fp4", backend="trtllm", dtype="nvfp4", with_quant=True,
+                   activation_quant="nvfp4_8x4"), qt.QuantSpec("nvfp4", 8, 4096, "8x4")),
+        (gemm_case(6144, m=64, k=4096, routine="mm_fp4", backend="trtllm", dtype="nvfp4", with_quant=True,
+                   activation_quant="nvfp4_128x4"),
          qt.QuantSpec("nvfp4", 64, 4096, "128x4")),
-        (moe_case("cutlass_fused_moe", "nvfp4", "cutlass", variant="quantized_input", quant="nvfp4_128x4"),
+        (moe_case(routine="cutlass_fused_moe", backend="cutlass", dtype="nvfp4", variant="quantized_input",
+                  with_quant=True, activation_quant="nvfp4_128x4"),
          qt.QuantSpec("nvfp4", 8, 2048, "128x4")),
-        (moe_case("trtllm_fp4_block_scale_moe", "nvfp4", "trtllm", hidden=2880, phys_hidden=3072,
-                  quant="nvfp4_linear"),
+        (moe_case(hidden=2880, physical_hidden=3072, routine="trtllm_fp4_block_scale_moe", backend="trtllm",
+                  dtype="nvfp4", with_quant=True, activation_quant="nvfp4_linear"),
          qt.QuantSpec("nvfp4", 8, 3072, "linear")),
-        (moe_case("cute_dsl_fp4_block_scale_moe", "nvfp4", "cute-dsl", quant="nvfp4_linear"),
+        (moe_case(routine="cute_dsl_fp4_block_scale_moe", backend="cute-dsl", dtype="nvfp4", with_quant=True,
+                  activation_quant="nvfp4_linear"),
          qt.QuantSpec("nvfp4", 8, 2048, "linear")),
     ],
     ids=lambda v: v.case_id if isinstance(v, Case) else v.method,
@@ -79,15 +72,17 @@ def test_built_nvfp4_twins_quantize_in_the_layout_their_driver_argv_names():
 
 def test_an_nvfp4_twin_without_a_recorded_format_is_refused():
     with pytest.raises(ValueError, match="activation_quant='' is not an NVFP4 format"):
-        qt.quant_spec(gemm_case("mm_fp4", "nvfp4", "cutlass"))
+        qt.quant_spec(gemm_case(6144, k=4096, routine="mm_fp4", backend="cutlass", dtype="nvfp4", with_quant=True))
 
 
 @pytest.mark.parametrize(
     "case, match",
     [
-        (gemm_case("mm_bf16", "bf16", "cudnn"), "BF16 rows have no activation quantization"),
-        (moe_case("cutlass_fused_moe", "nvfp4", "cutlass"), "quantizes inside the kernel"),
-        (gemm_case("mm_fp4", "nvfp4", "cutlass", k=4008), "K % 16 == 0"),
+        (gemm_case(6144, k=4096, routine="mm_bf16", backend="cudnn", dtype="bf16",
+                   with_quant=True), "BF16 rows have no activation quantization"),
+        (moe_case(routine="cutlass_fused_moe", backend="cutlass", dtype="nvfp4",
+                  with_quant=True), "quantizes inside the kernel"),
+        (gemm_case(6144, k=4008, routine="mm_fp4", backend="cutlass", dtype="nvfp4", with_quant=True), "K % 16 == 0"),
     ],
 )
 def test_quant_spec_without_separate_quant_is_unsupported(case, match):
@@ -177,11 +172,12 @@ def test_measure_quant_on_gpu():
     import torch
 
     settings = RunSettings(dry_run_iters=2, num_iters=5)
-    for case in (gemm_case("bmm_fp8", "fp8", "cudnn"),
-                 gemm_case("torch._scaled_mm", "fp8", "torch", m=512, variant="per_token")):
+    for case in (gemm_case(6144, k=4096, routine="bmm_fp8", backend="cudnn", dtype="fp8", with_quant=True),
+                 gemm_case(6144, m=512, k=4096, routine="torch._scaled_mm", backend="torch", dtype="fp8",
+                           variant="per_token", with_quant=True)):
         m = qt.measure_quant(case, settings)
         assert 0 < m.median_us < 1000 and m.timer in ("cupti", "cuda_graph", "cuda_events")
-    nvfp4 = gemm_case("mm_fp4", "nvfp4", "cutlass")
+    nvfp4 = gemm_case(6144, k=4096, routine="mm_fp4", backend="cutlass", dtype="nvfp4", with_quant=True)
     major, minor = torch.cuda.get_device_capability()
     if major < 10:
         with pytest.raises(UnsupportedCase, match=f"SM100\\+; this GPU is sm_{major}{minor}"):

@@ -12,28 +12,14 @@ import importlib.util
 
 import pytest
 
-from benchmark_model_kernels.core.case_schema import Case, GemmShape, MoeShape
+from benchmark_model_kernels.core.case_schema import Case
 from benchmark_model_kernels.core.results_schema import RunSettings
 from benchmark_model_kernels.kernels import torch_ops as tb
 from benchmark_model_kernels.kernels.timing import UnsupportedCase, measurement_from_times
+from builders import gemm_case, moe_case
 from support import requires_gpu
 
 torch = pytest.importorskip("torch")
-
-
-def gemm_case(m, n, k, routine="torch.linear", dtype="bf16", variant=""):
-    shape = GemmShape(m, n, k)
-    return Case(case_id=f"gemm.t.m{m}.{dtype}.torch", kind="gemm", name="t", modules=(), layers=1,
-                m=m, dtype=dtype, backend="torch", routine=routine, logical=shape, physical=shape,
-                variant=variant)
-
-
-def moe_case(m, h, i, e, eg, top_k, routine="torch._grouped_mm", dtype="bf16",
-             activation="Swiglu", gated=True):
-    shape = MoeShape(m, h, i, e, eg, top_k)
-    return Case(case_id=f"moe.experts.m{m}.{dtype}.torch", kind="moe", name="experts", modules=(),
-                layers=1, m=m, dtype=dtype, backend="torch", routine=routine, logical=shape,
-                physical=shape, activation=activation, gated=gated)
 
 
 def moe_reference(x, ids, weights, w1, w2, act, e_local):
@@ -58,26 +44,28 @@ def rel_err(got, ref):
 
 def test_check_case_rejects_wrong_dtype_and_routine():
     with pytest.raises(ValueError, match="dtype='fp8'"):
-        tb.check_case(gemm_case(8, 64, 64, dtype="fp8"))
+        tb.check_case(gemm_case(64, routine="torch.linear", backend="torch", dtype="fp8"))
     with pytest.raises(ValueError, match="routine='mm_bf16'"):
-        tb.check_case(gemm_case(8, 64, 64, routine="mm_bf16"))
+        tb.check_case(gemm_case(64, routine="mm_bf16", backend="torch"))
     with pytest.raises(ValueError, match="variant"):
-        tb.check_case(gemm_case(8, 64, 64, routine="torch._scaled_mm", dtype="fp8"))
+        tb.check_case(gemm_case(64, routine="torch._scaled_mm", backend="torch", dtype="fp8"))
     with pytest.raises(ValueError, match="MoeShape"):
-        tb.check_case(gemm_case(8, 64, 64, routine="torch._grouped_mm"))
+        tb.check_case(gemm_case(64, routine="torch._grouped_mm", backend="torch"))
 
 
 def test_check_case_alignment_is_unsupported_with_reason():
     with pytest.raises(UnsupportedCase, match=r"multiples of 16 elements.*K=72"):
-        tb.check_case(gemm_case(8, 64, 72, "torch._scaled_mm", "fp8", "per_token"))
+        tb.check_case(gemm_case(64, k=72, routine="torch._scaled_mm", backend="torch", dtype="fp8",
+                                variant="per_token"))
     with pytest.raises(UnsupportedCase, match=r"I=36"):
-        tb.check_case(moe_case(8, 64, 36, 4, 4, 2))
-    tb.check_case(gemm_case(8, 64, 72))  # F.linear has no alignment need
-    tb.check_case(moe_case(8, 64, 40, 4, 4, 2))  # bf16: multiples of 8 suffice
+        tb.check_case(moe_case(36, hidden=64, experts=4, top_k=2, routine="torch._grouped_mm", backend="torch"))
+    tb.check_case(gemm_case(64, k=72, routine="torch.linear", backend="torch"))  # F.linear has no alignment need
+    tb.check_case(moe_case(40, hidden=64, experts=4, top_k=2, routine="torch._grouped_mm",
+                           backend="torch"))  # bf16: multiples of 8 suffice
 
 
 def test_skip_reason_becomes_unsupported():
-    case = gemm_case(8, 64, 64)
+    case = gemm_case(64, routine="torch.linear", backend="torch")
     case = Case(**{**case.__dict__, "skip_reason": "known gap"})
     with pytest.raises(UnsupportedCase, match="known gap"):
         tb.run_case(case, RunSettings())
@@ -86,7 +74,7 @@ def test_skip_reason_becomes_unsupported():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_run_case_without_gpu_is_unsupported():
     with pytest.raises(UnsupportedCase, match="needs a CUDA GPU"):
-        tb.run_case(gemm_case(8, 64, 64), RunSettings())
+        tb.run_case(gemm_case(64, routine="torch.linear", backend="torch"), RunSettings())
 
 
 # ---------------------------------------------------------------------------- routing
@@ -132,7 +120,7 @@ def run_cpu(op):
 
 
 def test_linear_matches_reference_cpu():
-    op = tb.build(gemm_case(5, 48, 64), "cpu")
+    op = tb.build(gemm_case(48, m=5, routine="torch.linear", backend="torch"), "cpu")
     out = run_cpu(op)
     ref = op.arg("x").float() @ op.arg("w").float().T
     assert out.shape == (5, 48) and rel_err(out, ref) < 1e-2
@@ -140,7 +128,8 @@ def test_linear_matches_reference_cpu():
 
 @pytest.mark.parametrize("variant", ["per_tensor", "per_token"])
 def test_scaled_mm_matches_dequantized_reference_cpu(variant):
-    op = tb.build(gemm_case(8, 64, 128, "torch._scaled_mm", "fp8", variant), "cpu")
+    op = tb.build(gemm_case(64, k=128, routine="torch._scaled_mm", backend="torch", dtype="fp8",
+                            variant=variant), "cpu")
     out = run_cpu(op)
     xq, wq, sa, sb = (op.arg(n) for n in ("xq", "wq", "scale_a", "scale_b"))
     ref = (xq.float() * sa) @ (wq.float() * sb.reshape(-1, 1) if variant == "per_token" else wq.float() * sb).T
@@ -163,7 +152,8 @@ def test_scaled_mm_matches_dequantized_reference_cpu(variant):
     ],
 )
 def test_grouped_mm_moe_matches_reference_cpu(m, h, i, e, eg, top_k, activation, gated):
-    case = moe_case(m, h, i, e, eg, top_k, activation=activation, gated=gated)
+    case = moe_case(i, m=m, hidden=h, experts=e, global_experts=eg, top_k=top_k, routine="torch._grouped_mm",
+                    backend="torch", activation=activation, gated=gated)
     op = tb.build(case, "cpu")
     out = run_cpu(op)
     ids, w = op.arg("topk_ids"), op.arg("topk_weights")
@@ -178,7 +168,8 @@ def test_moe_zero_local_tokens_is_handled_and_noted():
     # Seeded routing: 1 token, top-1 over 64 experts lands outside the first expert.
     ids, _ = tb.uniform_routing(1, 64, 1)
     assert int(ids[0, 0]) != 0
-    op = tb.build(moe_case(1, 32, 32, 1, 64, 1), "cpu")
+    op = tb.build(moe_case(32, m=1, hidden=32, experts=1, global_experts=64, top_k=1, routine="torch._grouped_mm",
+                           backend="torch"), "cpu")
     assert op.local_pairs == 0 and "no (token, expert) pair" in op.note
     out = run_cpu(op)
     assert out.shape == (1, 32) and not out.any()
@@ -186,7 +177,8 @@ def test_moe_zero_local_tokens_is_handled_and_noted():
 
 def test_scaled_grouped_mm_moe_layouts_pass_torch_meta_checks():
     """The CUDA op's stride/scale/offs checks (PyTorch meta kernel) accept our call."""
-    op = tb.build(moe_case(16, 64, 32, 4, 8, 2, "torch._scaled_grouped_mm", "fp8"), "meta")
+    op = tb.build(moe_case(32, m=16, hidden=64, experts=4, global_experts=8, top_k=2,
+                           routine="torch._scaled_grouped_mm", backend="torch", dtype="fp8"), "meta")
     out = run_cpu(op)
     assert out.shape == (16, 64) and out.dtype == torch.bfloat16
     assert op.arg("w1q").dtype == torch.float8_e4m3fn and op.arg("w1s").shape == (4, 64)
@@ -206,7 +198,8 @@ def _stand_in_scaled_grouped_mm(a, b, scale_a, scale_b, offs=None, out_dtype=Non
 
 def test_scaled_grouped_mm_moe_wiring_with_stand_in(monkeypatch):
     monkeypatch.setattr(torch, "_scaled_grouped_mm", _stand_in_scaled_grouped_mm, raising=False)
-    case = moe_case(24, 64, 32, 4, 8, 2, "torch._scaled_grouped_mm", "fp8")
+    case = moe_case(32, m=24, hidden=64, experts=4, global_experts=8, top_k=2, routine="torch._scaled_grouped_mm",
+                    backend="torch", dtype="fp8")
     op = tb.build(case, "cpu")
     out = run_cpu(op)
     w1 = op.arg("w1q").float() * op.arg("w1s")[:, :, None]
@@ -272,14 +265,18 @@ def _cuda_reference_check(case, tol):
 @pytest.mark.parametrize(
     "case, tol",
     [
-        (gemm_case(8, 256, 512), 1e-2),
-        (gemm_case(8, 256, 512, "torch._scaled_mm", "fp8", "per_tensor"), 1e-2),
-        (gemm_case(8, 256, 512, "torch._scaled_mm", "fp8", "per_token"), 1e-2),
-        (moe_case(32, 256, 128, 8, 8, 2), 3e-2),
-        (moe_case(64, 256, 128, 4, 16, 4), 3e-2),  # EP
-        (moe_case(16, 256, 128, 8, 8, 2, activation="Relu2", gated=False), 3e-2),
-        (moe_case(32, 256, 128, 8, 8, 2, "torch._scaled_grouped_mm", "fp8"), 8e-2),
-        (moe_case(64, 256, 128, 4, 16, 4, "torch._scaled_grouped_mm", "fp8"), 8e-2),
+        (gemm_case(256, k=512, routine="torch.linear", backend="torch"), 1e-2),
+        (gemm_case(256, k=512, routine="torch._scaled_mm", backend="torch", dtype="fp8", variant="per_tensor"), 1e-2),
+        (gemm_case(256, k=512, routine="torch._scaled_mm", backend="torch", dtype="fp8", variant="per_token"), 1e-2),
+        (moe_case(128, m=32, hidden=256, experts=8, top_k=2, routine="torch._grouped_mm", backend="torch"), 3e-2),
+        (moe_case(128, m=64, hidden=256, experts=4, global_experts=16, top_k=4, routine="torch._grouped_mm",
+                  backend="torch"), 3e-2),  # EP
+        (moe_case(128, m=16, hidden=256, experts=8, top_k=2, routine="torch._grouped_mm", backend="torch",
+                  activation="Relu2", gated=False), 3e-2),
+        (moe_case(128, m=32, hidden=256, experts=8, top_k=2, routine="torch._scaled_grouped_mm", backend="torch",
+                  dtype="fp8"), 8e-2),
+        (moe_case(128, m=64, hidden=256, experts=4, global_experts=16, top_k=4, routine="torch._scaled_grouped_mm",
+                  backend="torch", dtype="fp8"), 8e-2),
     ],
     ids=lambda v: v.case_id if isinstance(v, Case) else str(v),
 )
@@ -296,7 +293,8 @@ def test_torch_ops_match_reference_on_gpu(case, tol):
 @requires_gpu
 def test_moe_ops_are_cuda_graph_capturable():
     for routine, dtype in (("torch._grouped_mm", "bf16"), ("torch._scaled_grouped_mm", "fp8")):
-        op = tb.build(moe_case(64, 256, 128, 4, 16, 4, routine, dtype), "cuda")
+        op = tb.build(moe_case(128, m=64, hidden=256, experts=4, global_experts=16, top_k=4, routine=routine,
+                               backend="torch", dtype=dtype), "cuda")
         eager = op.fn(*op.args)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -316,7 +314,7 @@ def test_moe_ops_are_cuda_graph_capturable():
 @pytest.mark.skipif(importlib.util.find_spec("flashinfer") is None, reason="needs flashinfer")
 def test_run_case_times_on_gpu():
     settings = RunSettings(dry_run_iters=2, num_iters=5)
-    m = tb.run_case(gemm_case(8, 6144, 4096), settings)
+    m = tb.run_case(gemm_case(6144, k=4096, routine="torch.linear", backend="torch"), settings)
     assert m.median_us > 0 and m.timer in ("cupti", "cuda_graph", "cuda_events")
-    m = tb.run_case(moe_case(8, 2048, 768, 128, 128, 8), settings)
+    m = tb.run_case(moe_case(routine="torch._grouped_mm", backend="torch"), settings)
     assert m.median_us > 0
