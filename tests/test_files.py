@@ -114,3 +114,35 @@ def test_written_files_get_the_mode_a_plain_open_gives(tmp_path):
     finally:
         os.umask(old)
     assert os.stat(tmp_path / "a.txt").st_mode & 0o777 == 0o640
+
+
+def test_a_folder_that_turns_read_only_is_one_line_and_other_errors_pass_through(tmp_path):
+    fix = "free space and rerun with --resume"
+    for code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        with pytest.raises(UsageError) as e:
+            with files.disk_full_as_usage_error("--workdir", str(tmp_path), fix):
+                raise OSError(code, os.strerror(code), str(tmp_path / "driver.log"))
+        assert str(e.value) == (f"--workdir={tmp_path}: cannot be written any more ({os.strerror(code)}: "
+                                f"{tmp_path / 'driver.log'}); make it writable, then rerun with --resume")
+    # A permission refused outside the folder, or another error, is no bad input: it propagates.
+    for error in (OSError(errno.EACCES, "Permission denied", "/etc/shadow"), OSError(errno.EIO, "I/O error")):
+        with pytest.raises(OSError):
+            with files.disk_full_as_usage_error("--workdir", str(tmp_path), fix):
+                raise error
+
+
+def test_an_empty_path_is_refused_never_the_default():
+    with pytest.raises(UsageError) as e:
+        files.path_arg("--cache")("")
+    assert str(e.value) == "--cache='': is empty; give a path, or leave the flag out for its default"
+    with pytest.raises(UsageError, match="--workdir=' ': is empty"):
+        files.path_arg("--workdir")(" ")
+
+
+def test_two_names_of_one_folder_are_refused(tmp_path):
+    (tmp_path / "w").mkdir()
+    os.symlink(tmp_path / "w", tmp_path / "link")
+    files.check_distinct_paths("WORKDIR", [str(tmp_path / "w"), str(tmp_path / "other")])
+    for twin in (str(tmp_path / "w"), str(tmp_path / "link"), str(tmp_path / "w") + "/."):
+        with pytest.raises(UsageError, match="is given twice; give each once"):
+            files.check_distinct_paths("WORKDIR", [str(tmp_path / "w"), twin])

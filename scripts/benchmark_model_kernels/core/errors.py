@@ -1,14 +1,18 @@
 """The one error type a user ever sees from this tool: a bad input, reported on one line.
 
 CLIs run their work through `cli_main`, which turns a `UsageError` into one `error: <message>`
-line on stderr and exit code 2 (no traceback).
+line on stderr and exit code 2 (no traceback); so are a stdout whose reader went away (`| head`)
+and a stop signal that reaches it, as 128 + the signal.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import select
+import signal
 import sys
 from typing import Any, Callable, NoReturn
 
@@ -25,18 +29,62 @@ class UsageError(Exception):
     """
 
     def __init__(self, field: str, value: object, fix: str):
-        self.field, self.value, self.fix = field, value, fix
-        super().__init__(f"{field}={value}: {fix}")
+        self.field, self.value, self.fix = field, value, one_line(fix)
+        super().__init__(one_line(f"{field}={value}: {fix}"))
+
+
+def one_line(text: str) -> str:
+    """`text` with every line break (and the blanks around it) made one space: a message quoting
+    another tool's error (transformers, sbatch) stays the one line of an error."""
+    return re.sub(r"[ \t]*[\r\n]+[ \t]*", " ", text).strip()
 
 
 def cli_main(run: Callable[[], int]) -> int:
     """`run()`'s exit code; a UsageError it raises becomes one `error: <message>` line on stderr
-    and EXIT_USAGE. Any other exception propagates (a bug must show its traceback)."""
+    and EXIT_USAGE, and so does a stdout whose reader closed it early (`check_env.py --json |
+    head`: the rest of the output is dropped). A KeyboardInterrupt that reaches it (Ctrl-C, or a
+    stop signal raised as one, before a run's own handling takes over) is one `interrupted by
+    <SIGNAL>` line and 128 + the signal. Any other exception propagates (a bug must show its
+    traceback)."""
     try:
-        return run()
+        code = run()
+        sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's exit
+        return code
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        _drop_stdout()
+        print("error: stdout=(closed): its reader went away before the output ended (e.g. | head); "
+              "the rest was not printed", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"interrupted by {signal.Signals(signum).name}; files written before it are kept",
+              file=sys.stderr, flush=True)
+        return 128 + signum
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reading end is gone."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # not a file descriptor (a test's capture)
+        return False
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's own flush at exit finds no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _example_for(parser: argparse.ArgumentParser, flag: str) -> str:

@@ -123,14 +123,31 @@ def is_disk_full(error: BaseException) -> bool:
 @contextlib.contextmanager
 def disk_full_as_usage_error(field: str, value: object, fix: str) -> Iterator[None]:
     """A full disk inside the block becomes one UsageError line (`<field>=<value>: disk full
-    writing <file> (...); <fix>`) instead of a traceback; other errors pass through unchanged."""
+    writing <file> (...); <fix>`) instead of a traceback, and so does a folder `value` that turned
+    read-only meanwhile (a read-only remount anywhere, a permission taken away inside `value`:
+    `... cannot be written any more (...); make it writable, then <fix>`, the fix's "free space and"
+    left out). Other errors pass through unchanged."""
     try:
         yield
     except OSError as e:
-        if not is_disk_full(e):
-            raise
         where = f" writing {e.filename}" if e.filename else ""
-        raise UsageError(field, value, f"disk full{where} ({e.strerror}); {fix}") from None
+        if is_disk_full(e):
+            raise UsageError(field, value, f"disk full{where} ({e.strerror}); {fix}") from None
+        if _turned_read_only(e, value):
+            then = fix.removeprefix("free space and ")
+            what = f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+            raise UsageError(field, value, f"cannot be written any more ({what}); make it writable, "
+                             f"then {then}") from None
+        raise
+
+
+def _turned_read_only(error: OSError, folder: object) -> bool:
+    """A read-only file system, or a permission refused on a file inside `folder`."""
+    if error.errno == errno.EROFS:
+        return True
+    if error.errno not in (errno.EACCES, errno.EPERM) or not error.filename or not isinstance(folder, str):
+        return False
+    return is_inside(os.fsdecode(error.filename), folder)
 
 
 def same_file(a: str, b: str) -> bool:
@@ -141,6 +158,15 @@ def same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def check_distinct_paths(field: str, paths: Sequence[str]) -> None:
+    """Refuse (UsageError) a list of paths where two name one file or folder (`same_file`)."""
+    for i, a in enumerate(paths):
+        for b in paths[:i]:
+            if same_file(a, b):
+                shown = a if a == b else f"{b} and {a}"
+                raise UsageError(field, shown, "is given twice; give each once")
 
 
 def is_inside(path: str, folder: str) -> bool:
@@ -171,9 +197,12 @@ def expand_path(text: str) -> str:
 
 def path_arg(flag: str) -> Callable[[str], str]:
     """The argparse `type=` of path flag `flag`: expand_path, an unset variable as one UsageError
-    (`--workdir=$RUNS/x: environment variable $RUNS is not set; ...`)."""
+    (`--workdir=$RUNS/x: environment variable $RUNS is not set; ...`), and so an empty path."""
 
     def parse(text: str) -> str:
+        if not text.strip():
+            # Never silently the flag's default: the user named a path and gave none.
+            raise UsageError(flag, repr(text), "is empty; give a path, or leave the flag out for its default")
         try:
             return expand_path(text)
         except ValueError as e:
@@ -189,6 +218,7 @@ __all__ = [
     "python_files",
     "user_cache_dir",
     "DISK_FULL_ERRNOS",
+    "check_distinct_paths",
     "copy_file_atomic",
     "disk_full_as_usage_error",
     "check_writable_folder",

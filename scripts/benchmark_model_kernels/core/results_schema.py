@@ -444,11 +444,16 @@ def row_from_dict(d: dict[str, Any]) -> Row:
 
 
 def load_results(path: str) -> dict[str, Any]:
-    """Read a results.json (a path to the file or to its workdir)."""
+    """Read a results.json (a path to the file or to its workdir). JSON nested deeper than the
+    parser goes is a json.JSONDecodeError like any other text that is no results file."""
     if os.path.isdir(path):
         path = os.path.join(path, RESULTS_JSON)
     with open(path) as f:
-        payload: dict[str, Any] = json.load(f)
+        text = f.read()
+    try:
+        payload: dict[str, Any] = json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep to be a results file", text[:64], 0) from None
     return payload
 
 

@@ -18,7 +18,7 @@ import os
 from typing import Any, Sequence
 
 from ..core.errors import OneLineArgumentParser, UsageError, cli_main
-from ..core.files import is_disk_full, path_arg, write_text_atomic
+from ..core.files import check_distinct_paths, is_disk_full, path_arg, write_text_atomic
 from ..core.results_schema import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, validate_results
 from ..run.workdir import is_tool_workdir
 from . import figures
@@ -186,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     def run() -> int:
         args = build_parser().parse_args(argv)
+        check_distinct_paths("WORKDIR", args.workdirs)  # W W would be a report of W against itself
         print(write_report(args.workdirs, args.out, force=args.force))
         return 0
 
