@@ -117,7 +117,7 @@ def test_dry_run_from_nks_and_from_plan_json(tmp_path, capsys):
     w = tmp_path / "dry"
     assert cli_builtin.main(["--nks", "4096,4096,qkv", "--ms", "1", "8", "--dtypes", "bf16", "fp8",
                              "--workdir", str(w), "--dry_run"]) == 0
-    assert sorted(os.listdir(w)) == ["cases.json", "run.lock", "testlist.txt"]
+    assert sorted(os.listdir(w)) == [".benchmark-model-kernels", "cases.json", "run.lock", "testlist.txt"]
     assert (w / "run.lock").read_text() == ""  # released: no run holds it
     cases = json.load(open(w / "cases.json"))["cases"]
     assert {c["job"] for c in cases} == {"driver", "torch", "triton", "quant"}
@@ -269,7 +269,7 @@ def test_a_dry_run_on_a_full_disk_says_to_run_again(tmp_path, monkeypatch, capsy
     w = str(tmp_path / "w")
     monkeypatch.setattr(os, "replace", _disk_full_on(lambda dst: True))
     line = one_error_line(cli_builtin.main(DRY + ["--workdir", w]), capsys.readouterr().err)
-    assert line == (f"error: --workdir={w}: disk full writing {w}/testlist.txt (No space left on "
+    assert line == (f"error: --workdir={w}: disk full writing {w}/.benchmark-model-kernels (No space left on "
                     "device); free space and run the same command again")
 
 
@@ -278,8 +278,9 @@ def test_a_workdir_holding_other_files_is_refused_and_left_as_it_was(tmp_path, c
     w.mkdir()
     (w / "notes.txt").write_bytes(b"keep")
     line = one_error_line(cli_builtin.main(DRY + ["--workdir", str(w)]), capsys.readouterr().err)
-    assert line == (f"error: --workdir={w}: holds other files (notes.txt) and no results.json, so it "
-                    "is not a workdir of this tool; choose a new or empty --workdir")
+    assert line == (f"error: --workdir={w}: holds other files (notes.txt) and is not a workdir of this tool "
+                    "(it has no .benchmark-model-kernels file of its own), so a run could replace them; choose "
+                    "a new or empty --workdir")
     assert os.listdir(w) == ["notes.txt"] and (w / "notes.txt").read_bytes() == b"keep"
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shlex
 import signal
+import stat
 import subprocess
 import sys
-import time
+import textwrap
 from dataclasses import replace
 
 import pytest
@@ -18,8 +21,8 @@ from benchmark_model_kernels.core.plan_schema import ModelInfo, Plan, Unsupporte
 from benchmark_model_kernels.doctor import doctor
 from benchmark_model_kernels.plan import planner
 from benchmark_model_kernels.report import report
-from benchmark_model_kernels.run import flags, runner
-from support import ROOT, TINY_LLAMA, shared_config_dir
+from benchmark_model_kernels.run import flags, runner, sweep, workdir
+from support import ROOT, TINY_LLAMA, shared_config_dir, write_tiny_llama
 
 TINY = TINY_LLAMA
 
@@ -165,6 +168,30 @@ def test_run_label_is_filename_safe():
     assert cli_model.run_label("llama-3.1-8b", 1, 1) == "llama-3.1-8b_tp1_ep1"
     assert cli_model.run_label("Qwen/Qwen3-30B-A3B", 4, 4) == "Qwen3-30B-A3B_tp4_ep4"
     assert cli_model.run_label("/x/deepseek-v3/config.json", 8, 64) == "deepseek-v3_tp8_ep64"
+
+
+def test_sweep_sub_workdirs_are_distinct_by_construction(tmp_path, capsys, monkeypatch):
+    """Two configs that share a folder name each get a digest of what they read; a model whose
+    name no other MODEL shares keeps its plain name (so a sweep resumes into the folders it wrote)."""
+    monkeypatch.setattr(flags, "detect_gpu", lambda: None)
+    a = str(write_tiny_llama(tmp_path / "a" / "model"))
+    b = str(write_tiny_llama(tmp_path / "b" / "model", hidden_size=128))
+    names = sweep.model_names([a, b, "llama-3.1-8b"])
+    assert names["llama-3.1-8b"] == "llama-3.1-8b"
+    assert names[a] != names[b] and all(re.fullmatch(r"model-[0-9a-f]{8}", names[m]) for m in (a, b))
+    assert sweep.model_names([a, b]) == {a: names[a], b: names[b]}  # the same names however often asked
+    bundled_folder = tmp_path / "llama-3.1-8b"  # a folder named like a bundled config
+    write_tiny_llama(bundled_folder)
+    twins = sweep.model_names(["llama-3.1-8b", str(bundled_folder)])
+    assert len(set(twins.values())) == 2 and all(v.startswith("llama-3.1-8b-") for v in twins.values())
+    wd = tmp_path / "sweep"
+    rc, out, err = run([a, b, "--ms", "8", "--dtypes", "bf16", "--dry_run", "--workdir", str(wd)], capsys)
+    assert rc == 0, err
+    subs = sorted(n for n in os.listdir(wd) if not n.startswith("."))
+    assert subs == sorted(f"{names[m]}_tp1_ep1" for m in (a, b))
+    hidden = {n: json.load(open(wd / n / "cases.json"))["cases"][0]["logical"] for n in subs}
+    assert len({json.dumps(h, sort_keys=True) for h in hidden.values()}) == 2  # each model its own cases
+    assert workdir.is_tool_workdir(str(wd)) and os.path.isfile(wd / workdir.WORKDIR_MARKER)
 
 
 def test_sweep_runs_each_setting_into_its_own_workdir_and_writes_one_comparison_report(
@@ -313,6 +340,113 @@ BAD_INPUT = [
     ("report", ["{res:list}"], "WORKDIR={res:list}:"),
     ("report", ["{res:badrow}"], "WORKDIR={res:badrow}:"),
     ("report", ["{done}", "--out", "{foreign}"], "--out={foreign}: holds a report.md"),
+    # Nothing the user owns is ever written: the autotune cache is FlashInfer's own file or new.
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{cfg:ok}/config.json"],
+     "--autotune_cache={cfg:ok}/config.json: is a JSON file without FlashInfer's _metadata stamp"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{done}/results.json"],
+     "--autotune_cache={done}/results.json: is a JSON file without FlashInfer's _metadata stamp"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{bytes}"],
+     "--autotune_cache={bytes}: is not JSON"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{empty}"],
+     "--autotune_cache={empty}: is a directory"),
+    ("builtin", ["--nks", "64,64,a", "--workdir", "{w}", "--dry_run", "--autotune_cache", "{afile}"],
+     "--autotune_cache={afile}: is not JSON"),
+    # ... and a workdir is the tool's by its own marker, not by what its subfolders hold.
+    ("model", M + ["--dry_run", "--workdir", "{runs}"], "--workdir={runs}: holds other files (cases.json, "
+     "combined_results.csv, old_run, ...) and is not a workdir of this tool"),
+    ("model", M + ["--dry_run", "--workdir", "{ln:run.lock}"],
+     "--workdir={ln:run.lock}: its run.lock is a symbolic link"),
+    # Runs whose sub-workdirs would be one: refused before any planning.
+    ("model", M + M + ["--dry_run", "--workdir", "{w}"], "MODEL=llama-3.1-8b: names one config twice"),
+    ("model", M + ["--tp", "1", "1", "--dry_run", "--workdir", "{w}"], "--tp=1 1: gives the setting TP=1 EP=1 twice"),
+    # --resume of another model or layout, or of a results.json that is not an object where it must be.
+    ("model", ["qwen3-8b", "--dry_run", "--workdir", "{llama}", "--resume"],
+     "--resume={llama}: its results.json is of llama-3.1-8b TP=1 EP=1 and this run plans qwen3-8b TP=1 EP=1"),
+    ("model", M + ["--workdir", "{res:list_marked}", "--resume", "--flashinfer_repo", "{repo}"],
+     "--resume={res:list_marked}: its results.json is not one of this tool's (its top level is not a JSON object)"),
+    ("model", M + ["--workdir", "{res:settings_str}", "--resume", "--flashinfer_repo", "{repo}"],
+     '--resume={res:settings_str}: its results.json is not one of this tool\'s (its "settings" is not a JSON object)'),
+    # An EP the model's experts cannot fill; a routing the plan cannot name.
+    ("model", ["qwen3-30b-a3b", "--ep", "1000000000", "--dry_run", "--workdir", "{w}"],
+     "--ep=1000000000: exceeds the 128 routed experts of qwen3-30b-a3b"),
+    ("builtin", ["--plan", "{plan:routing}", "--workdir", "{w}", "--dry_run"],
+     '--plan={plan:routing}: moe[0].routing.method="softmax_topk_v9": must be one of renormalize'),
+    # What gave a traceback: Slurm flags without Slurm, quantization_config values of the wrong type,
+    # duplicate GEMM names, a config nested too deep.
+    ("model", M + ["--launcher", "slurm", "--workdir", "{w}", "--flashinfer_repo", "{repo}"], "--launcher=slurm:"),
+    ("model", ["{cfg:block_int}", "--print_only"], "config.json: quantization_config.weight_block_size=128:"),
+    ("model", ["{cfg:ct_list}", "--print_only"], 'config.json: quantization_config.config_groups.group_0=["weights"]:'),
+    ("builtin", ["--plan", "{plan:dupnames}", "--workdir", "{w}", "--dry_run"],
+     '--plan={plan:dupnames}: gemms[1].name="a-b": and \'a/b\' are both \'a-b\' in a case id'),
+    ("builtin", ["--nks", "6144,4096,a/b", "4096,4096,a-b", "--workdir", "{w}", "--dry_run"],
+     "--nks=a-b: names 'a/b' and 'a-b' are both 'a-b' in a case id"),
+    ("model", ["{cfg:deep}", "--print_only"], "MODEL={cfg:deep}/config.json: config.json nests too deep"),
+    # The smaller ones: an empty path is never the default, --gpus is a list, W W, a poisoned
+    # results.json, a message quoting another tool on one line, --revision on a bundled name.
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--cache", ""], "--cache='': is empty"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--gpus", "0,,1"], "--gpus=0,,1: give CUDA device numbers"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--gpus", "0,0"], "--gpus=0,0: names a GPU twice"),
+    ("report", ["{done}", "{done}"], "WORKDIR={done}: is given twice"),
+    ("report", ["{res:neg}"], "WORKDIR={res:neg}: results.json has a malformed row (rows[0].median_us=-5.0:"),
+    ("report", ["{res:nan}"], "WORKDIR={res:nan}: results.json has a malformed row (rows[0].median_us=NaN:"),
+    ("model", ["{cfg:clip}", "--print_only"], "model_type=clip: transformers could not build it on meta"),
+    ("model", M + ["--revision", "main", "--print_only"], "--revision=main: applies to a Hub ID only; "
+     "MODEL=llama-3.1-8b is a bundled config"),
+    # Hostile inputs of the same kinds: the result cache, locks, links, sweeps and resume.
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--cache", "{afile}"], "--cache={afile}: is a file, not a folder"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", ""], "--autotune_cache='': is empty"),
+    ("model", M + ["--dry_run", "--workdir", ""], "--workdir='': is empty"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{ln:fi_cache}"],
+     "--autotune_cache={ln:fi_cache}: is a symbolic link"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{w}/results.json"],
+     "--autotune_cache={w}/results.json: is the name of a file the run writes in its --workdir"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{afile}/tuned.json"],
+     "--autotune_cache={afile}/tuned.json: cannot be created: {afile} is not a folder"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_cache", "{empty_file}"],
+     "--autotune_cache={empty_file}: is an empty file"),
+    ("model", M + ["--dry_run", "--workdir", "{ln:driver.log}"],
+     "--workdir={ln:driver.log}: its driver.log is a symbolic link"),
+    ("model", M + ["--dry_run", "--workdir", "{ln:cases}"], "--workdir={ln:cases}: its cases is a symbolic link"),
+    ("model", M + ["--dry_run", "--workdir", "{ln:testlist.txt}"],
+     "--workdir={ln:testlist.txt}: its testlist.txt is a"),
+    ("model", M + ["--dry_run", "--workdir", "{ln:results.json}", "--resume"],
+     "--workdir={ln:results.json}: its results.json is a symbolic link"),
+    ("model", M + ["--dry_run", "--workdir", "{hard:driver.log}"],
+     "--workdir={hard:driver.log}: its driver.log is a hard link"),
+    ("model", M + ["--dry_run", "--workdir", "{hard:run.lock}"],
+     "--workdir={hard:run.lock}: its run.lock is a hard link"),
+    ("model", M + ["--dry_run", "--workdir", "{hard:cases/worker.log}"],
+     "--workdir={hard:cases/worker.log}: its cases/worker.log is a hard link"),
+    ("model", M + ["--dry_run", "--workdir", "{fifo:run.lock}"],
+     "--workdir={fifo:run.lock}: its run.lock is not a regular"),
+    ("model", M + ["--dry_run", "--workdir", "{fifo:driver.log}"],
+     "--workdir={fifo:driver.log}: its driver.log is not a"),
+    ("model", M + ["--dry_run", "--workdir", "{marker:link}"], "--workdir={marker:link}: holds other files"),
+    ("model", M + ["--dry_run", "--workdir", "{marker:forged}"], "--workdir={marker:forged}: holds other files"),
+    ("model", M + ["--dry_run", "--workdir", "{legacy_sweep}", "--tp", "1", "2", "--resume"],
+     "--workdir={legacy_sweep}: holds other files"),
+    ("model", ["{cfg:ok}", "{cfg:ok}/config.json", "--dry_run", "--workdir", "{w}"],
+     "MODEL={cfg:ok} and {cfg:ok}/config.json: names one config twice"),
+    ("model", M + ["--ep", "1", "1", "--dry_run", "--workdir", "{w}"], "--ep=1 1: gives the setting TP=1 EP=1 twice"),
+    ("model", M + ["--tp", "1", "2", "1", "--dry_run", "--workdir", "{w}"], "--tp=1 2 1: gives the setting TP=1 EP=1"),
+    ("model", M + ["--tp", "2", "--dry_run", "--workdir", "{llama}", "--resume"],
+     "--resume={llama}: its results.json is of llama-3.1-8b TP=1 EP=1 and this run plans llama-3.1-8b TP=2 EP=1 "
+     "(tp was 1 (now 2)"),
+    ("model", ["{cfg:llama_deeper}", "--dry_run", "--workdir", "{llama}", "--resume"],
+     "--resume={llama}: its results.json is of llama-3.1-8b TP=1 EP=1 and this run plans {cfg:llama_deeper} TP=1 "
+     "EP=1 (num_hidden_layers was 32 (now 40)"),
+    ("model", ["qwen3-30b-a3b", "--ep", "256", "--tp", "2", "--dry_run", "--workdir", "{w}"],
+     "--ep=256: exceeds the 128 routed experts"),
+    ("builtin", ["--plan", "{plan:bigep}", "--workdir", "{w}", "--dry_run"],
+     "--plan={plan:bigep}: ep=16: exceeds global_experts=8 of moe[0]"),
+    ("builtin", ["--plan", "{plan:dupgemm}", "--workdir", "{w}", "--dry_run"],
+     '--plan={plan:dupgemm}: gemms[1].name="a": is given twice'),
+    ("model", ["{cfg:ok}", "--revision", "main", "--print_only"], "--revision=main: applies to a Hub ID only; "
+     "MODEL={cfg:ok} is a local path"),
+    ("report", ["{res:deep}"], "WORKDIR={res:deep}: results.json is not valid JSON"),
+    ("report", ["{res:null_ok}"], 'WORKDIR={res:null_ok}: results.json has a malformed row (rows[0].median_us=null: '
+     'an "ok" row is a measurement'),
+    ("report", ["{done}", "{done}/."], "WORKDIR={done} and {done}/.: is given twice"),
 ]
 
 #: config.json variants of the bundled Llama-3.1-8B (and Qwen3-30B-A3B for the MoE keys) that
@@ -329,15 +463,30 @@ _LLAMA_EDITS = {
     "hidden_neg": {"hidden_size": -4096},
 }
 _QWEN_EDITS = {"top_k_zero": {"num_experts_per_tok": 0}, "top_k_big": {"num_experts_per_tok": 200}}
+_LLAMA_EDITS.update({
+    "block_int": {"quantization_config": {"quant_method": "fp8", "weight_block_size": 128}},
+    "ct_list": {"quantization_config": {"quant_method": "compressed-tensors",
+                                        "config_groups": {"group_0": ["weights"]}}},
+    "llama_deeper": {"num_hidden_layers": 40},
+})
 
 
 def _tree(root) -> dict[str, bytes]:
+    """Every path under `root` and what it is: a file's bytes, a link's target, a folder, a FIFO
+    (never opened: it would block)."""
     out = {}
-    for dirpath, _dirnames, files in os.walk(root):
+    for dirpath, dirnames, files in os.walk(root):
         out[dirpath] = b"<dir>"
-        for f in files:
-            with open(os.path.join(dirpath, f), "rb") as fh:
-                out[os.path.join(dirpath, f)] = fh.read()
+        for f in files + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = os.path.join(dirpath, f)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[path] = b"<link> " + os.readlink(path).encode()
+            elif stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as fh:
+                    out[path] = fh.read() + f"<{st.st_nlink} names>".encode()
+            else:
+                out[path] = b"<special>"
     return out
 
 
@@ -367,7 +516,74 @@ def bad_input_dirs(tmp_path, monkeypatch):
             "{repo}": str(t / "repo"), "{foreign}": str(foreign)}
     dirs.update(_bad_configs(t))
     dirs.update(_bad_plans_and_results(t, done))
+    dirs.update(_hostile_workdirs(t))
     return dirs
+
+
+def _marked(folder) -> str:
+    """A workdir of this tool, as the tool makes one."""
+    workdir.make_workdir(str(folder))
+    return str(folder)
+
+
+def _hostile_workdirs(t) -> dict[str, str]:
+    """Workdirs and files that try to make a run write where it must not: links and hard links
+    on the names a run writes, forged or linked markers, the parent of earlier runs, a sweep's
+    folder from before the marker, results.json files that are no results, an autotune cache
+    behind a link."""
+    out = {"{bytes}": str(t / "bytes.bin"), "{afile}": str(t / "afile"), "{empty_file}": str(t / "empty.json")}
+    (t / "bytes.bin").write_bytes(bytes(range(256)) * 4)
+    (t / "empty.json").write_bytes(b"")
+    victim = t / "victim.txt"
+    victim.write_text("the user's own file")
+    (t / "victim_dir").mkdir()
+    for name in ("run.lock", "driver.log", "cases", "testlist.txt", "results.json"):
+        folder = _marked(t / f"ln_{name}")
+        os.symlink(t / "victim_dir" if name == "cases" else victim, os.path.join(folder, name))
+        out[f"{{ln:{name}}}"] = folder
+    for name in ("driver.log", "run.lock", "cases/worker.log"):
+        folder = _marked(t / f"hard_{name.replace('/', '_')}")
+        os.makedirs(os.path.join(folder, "cases"), exist_ok=True)
+        os.link(victim, os.path.join(folder, name))
+        out[f"{{hard:{name}}}"] = folder
+    for name in ("run.lock", "driver.log"):
+        folder = _marked(t / f"fifo_{name}")
+        os.mkfifo(os.path.join(folder, name))
+        out[f"{{fifo:{name}}}"] = folder
+    marked = _marked(t / "marked")
+    for kind in ("link", "forged"):
+        folder = t / f"marker_{kind}"
+        folder.mkdir()
+        (folder / "notes.txt").write_text("mine")
+        if kind == "link":
+            os.symlink(os.path.join(marked, workdir.WORKDIR_MARKER), folder / workdir.WORKDIR_MARKER)
+        else:
+            (folder / workdir.WORKDIR_MARKER).write_text("benchmark-model-kernels workdir\n")
+        out[f"{{marker:{kind}}}"] = str(folder)
+    runs = t / "runs"  # the parent of an earlier run, holding the user's own files of the run's names
+    (runs / "old_run").mkdir(parents=True)
+    for name, text in (("testlist.txt", "my list"), ("combined_results.csv", "a,b"), ("cases.json", "{}")):
+        (runs / name).write_text(text)
+    _marked(runs / "old_run")
+    out["{runs}"] = str(runs)
+    legacy = t / "legacy_sweep" / "llama-3.1-8b_tp1_ep1"  # a sweep's folder from before the marker
+    legacy.mkdir(parents=True)
+    with open(os.path.join(ROOT, "tests", "fixtures", "results", "llama8b_like_tp1.json")) as f:
+        text = f.read()
+    (legacy / "results.json").write_text(text)
+    out["{legacy_sweep}"] = str(t / "legacy_sweep")
+    llama = _marked(t / "llama")
+    with open(os.path.join(llama, "results.json"), "w") as f:
+        f.write(text)
+    out["{llama}"] = llama
+    for name, payload in (("list_marked", []), ("settings_str", {**json.loads(text), "settings": "fast"})):
+        folder = _marked(t / f"res_{name}")
+        with open(os.path.join(folder, "results.json"), "w") as f:
+            json.dump(payload, f)
+        out[f"{{res:{name}}}"] = folder
+    os.symlink(os.path.join(ROOT, "examples", "h200", "autotune_cache.json"), t / "fi_cache_link.json")
+    out["{ln:fi_cache}"] = str(t / "fi_cache_link.json")
+    return out
 
 
 def _bundled_config(name: str) -> dict:
@@ -392,6 +608,9 @@ def _bad_configs(t) -> dict[str, str]:
                 else:
                     raw[key] = None if value == "<null>" else value
             out[f"{{cfg:{name}}}"] = _write_config(t / f"cfg_{name}", raw)
+    out["{cfg:clip}"] = _write_config(t / "cfg_clip", {"model_type": "clip"})
+    deep = '{"model_type": "llama", "x": ' + "[" * 200000 + "]" * 200000 + "}"
+    out["{cfg:deep}"] = _write_config(t / "cfg_deep", deep)
     folder = t / "cfg_not_utf8"
     folder.mkdir()
     (folder / "config.json").write_bytes(b'{"model_type": "llama", "name": "\xff\xfe"}')
@@ -405,20 +624,28 @@ def _bad_plans_and_results(t, done) -> dict[str, str]:
     gemm = {"name": "a", "modules": [], "n": 64, "k": 64, "layers": 1, "parallel": "replicated"}
     plan = {"model": {"name": "x", "source": "shapes", "model_type": "", "architecture": ""},
             "tp": 1, "ep": 1, "gemms": [gemm], "moe": [], "unsupported": [], "schema_version": 1}
+    moe = {"name": "experts", "modules": [], "hidden": 64, "intermediate": 64, "experts": 8, "global_experts": 8,
+           "top_k": 2, "activation": "Swiglu", "routing": {"method": "renormalize"}, "layers": 1}
     variants = {"neg": {"gemms": [dict(gemm, n=-5)]}, "frac": {"gemms": [dict(gemm, k=4.5)]},
-                "newer": {"schema_version": 99}}
+                "newer": {"schema_version": 99},
+                "routing": {"moe": [dict(moe, routing={"method": "softmax_topk_v9"})]},
+                "dupnames": {"gemms": [dict(gemm, name="a/b"), dict(gemm, name="a-b")]},
+                "dupgemm": {"gemms": [gemm, gemm]},
+                "bigep": {"ep": 16, "moe": [dict(moe, experts=1)]}}
     out = {}
     for name, change in variants.items():
         (t / f"plan_{name}.json").write_text(json.dumps({**plan, **change}))
         out[f"{{plan:{name}}}"] = str(t / f"plan_{name}.json")
     (t / "plan_list.json").write_text("[]")
     out["{plan:list}"] = str(t / "plan_list.json")
-    for name, text in (("list", "[]"), ("badrow", None)):
+    row_edits = {"badrow": {"m": "eight"}, "neg": {"median_us": -5.0, "status": "ok"},
+                 "nan": {"median_us": float("nan"), "status": "ok"}, "null_ok": {"median_us": None, "status": "ok"}}
+    for name, text in (("list", "[]"), ("deep", "[" * 200000 + "]" * 200000), *((n, None) for n in row_edits)):
         folder = t / f"res_{name}"
         folder.mkdir()
         if text is None:
             payload = json.loads((done / "results.json").read_text())
-            payload["rows"][0]["m"] = "eight"
+            payload["rows"][0].update(row_edits[name])
             text = json.dumps(payload)
         (folder / "results.json").write_text(text)
         out[f"{{res:{name}}}"] = str(folder)
@@ -461,9 +688,10 @@ def test_resuming_a_sweep_needs_results_in_only_one_of_its_runs(tmp_path, capsys
     # continues the first and starts the others fresh.
     monkeypatch.setattr(flags, "detect_gpu", lambda: None)
     wd = tmp_path / "sweep"
+    workdir.make_workdir(str(wd))  # the sweep's folder, as the interrupted sweep made it
     first = wd / "llama-3.1-8b_tp1_ep1"
     first.mkdir(parents=True)
-    with open(os.path.join(ROOT, "tests", "fixtures", "results", "tiny_mixed.json")) as f:
+    with open(os.path.join(ROOT, "tests", "fixtures", "results", "llama8b_like_tp1.json")) as f:
         (first / "results.json").write_text(f.read())
     seen = []
     monkeypatch.setattr(runner, "dry_run", lambda cases, settings, workdir, **k: seen.append(workdir) or 0)
@@ -595,23 +823,148 @@ def test_workdir_with_a_tilde_creates_no_literal_tilde_folder(tmp_path, monkeypa
     assert os.listdir(tmp_path) == ["home"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+#: benchmark_model.py's main as the script runs it, with a readiness handshake: it writes "ready"
+#: on the file descriptor argv[1] once the planning's stop handlers are installed, and its planning
+#: waits at its end for the test's signal. So the signal always lands inside the planning, however
+#: loaded the machine (no sleep decides where it lands); the planning itself is real.
+PLANNING_WITH_HANDSHAKE = textwrap.dedent(f"""
+    import contextlib, os, signal, sys
+    sys.path[:0] = [{os.path.join(ROOT, "scripts")!r}]
+    from benchmark_model_kernels import cli_model
+    ready = int(sys.argv[1])
+    handled, plan_layout = cli_model.stop_signals_exit, cli_model.planner.plan_layout
+
+    @contextlib.contextmanager
+    def announced(message):
+        with handled(message):
+            os.write(ready, b"ready\\n")
+            yield
+
+    def planned_then_waiting(*args, **kwargs):
+        plan_layout(*args, **kwargs)
+        while True:
+            signal.pause()
+
+    cli_model.stop_signals_exit, cli_model.planner.plan_layout = announced, planned_then_waiting
+    sys.argv = ["benchmark_model.py", *sys.argv[2:]]
+    sys.exit(cli_model.main())
+""")
+
+
+def _default_stop_signals():
+    """In the child: the stop signals as a terminal delivers them (a test runner started in the
+    background, or under nohup, passes SIGINT or SIGHUP ignored)."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+def _wait_ready(fd: int, proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Block until the child writes its ready line on `fd` (it has a minute's worth of start-up
+    under load); fail, not hang, if it dies first."""
+    import select
+
+    ready, _, _ = select.select([fd], [], [], timeout)
+    line = os.read(fd, 64) if ready else b""
+    if line != b"ready\n":
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"no ready line from the child ({line!r}); rc={proc.returncode} {err[-2000:]}")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_stop_signal_while_planning_is_one_line_and_128_plus_signal(signum, tmp_path):
     """Planning writes nothing: a stop signal ends it at once, never with a traceback, and never
     lost in one of the meta build's `__del__`s (Python swallows a KeyboardInterrupt raised there)."""
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no kept plan: it really plans
-    r = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), "deepseek-v3",
-                          "--tp", "8", "--print_only", "--plan_json", str(work / "plan.json")],
-                         cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(0.5)
-    r.send_signal(signum)
-    out, err = r.communicate(timeout=60)
+    read_end, write_end = os.pipe()
+    try:
+        r = subprocess.Popen([sys.executable, "-c", PLANNING_WITH_HANDSHAKE, str(write_end), "deepseek-v3",
+                              "--tp", "8", "--print_only", "--plan_json", str(work / "plan.json")],
+                             cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             pass_fds=(write_end,), preexec_fn=_default_stop_signals)
+        os.close(write_end)
+        _wait_ready(read_end, r)
+        r.send_signal(signum)
+        out, err = r.communicate(timeout=120)
+    finally:
+        os.close(read_end)
     assert r.returncode == 128 + signum, (out, err)
     assert err == f"interrupted by {signal.Signals(signum).name} while planning deepseek-v3; nothing was written\n"
     assert out == "" and os.listdir(work) == []
+
+
+#: A stand-in for the package that benchmark_model.py imports after its start-up guard: it says
+#: "ready" on $BMK_READY_FD and blocks, as a slow import of torch or transformers would.
+SLOW_PACKAGE_IMPORT = '''import os, signal
+os.write(int(os.environ["BMK_READY_FD"]), b"ready\\n")
+while True:
+    signal.pause()
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_signal_while_the_script_starts_is_one_line_and_128_plus_signal(signum, tmp_path):
+    """Ctrl-C (or a kill) while the package is still loading: one line, no traceback. The real
+    script and its real start-up guard (run/interrupts.py), with the package import made slow."""
+    import shutil
+
+    scripts = tmp_path / "scripts"
+    package = scripts / "benchmark_model_kernels"
+    (package / "run").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "scripts", "benchmark_model.py"), scripts)
+    shutil.copy(os.path.join(ROOT, "scripts", "benchmark_model_kernels", "run", "interrupts.py"), package / "run")
+    (package / "__init__.py").write_text("")
+    (package / "run" / "__init__.py").write_text("")
+    (package / "cli_model.py").write_text(SLOW_PACKAGE_IMPORT)
+    read_end, write_end = os.pipe()
+    try:
+        r = subprocess.Popen([sys.executable, str(scripts / "benchmark_model.py"), "llama-3.1-8b", "--print_only"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "BMK_READY_FD": str(write_end), "PYTHONDONTWRITEBYTECODE": "1"},
+                             pass_fds=(write_end,), preexec_fn=_default_stop_signals)
+        os.close(write_end)
+        _wait_ready(read_end, r)
+        r.send_signal(signum)
+        out, err = r.communicate(timeout=120)
+    finally:
+        os.close(read_end)
+    assert r.returncode == 128 + signum, (out, err)
+    assert err == f"interrupted by {signal.Signals(signum).name} while starting; nothing was written\n"
+    assert out == ""
+
+
+def test_a_keyboard_interrupt_that_reaches_a_cli_is_one_line_and_130(capsys, monkeypatch):
+    """Past the start-up guard and before a run's own handling (parsing, checking the flags):
+    Ctrl-C is one line and 130 from every CLI's main, never a traceback."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_model, "reject_derived_flags", interrupted)
+    assert cli_model.main(["llama-3.1-8b", "--print_only"]) == 130
+    _, err = capsys.readouterr()
+    assert err == "interrupted by SIGINT; files written before it are kept\n"
+
+
+def test_a_closed_stdout_is_one_line_and_exit_2():
+    """`check_env.py --json | head`: the reader goes away before the output ends (more output than
+    a pipe holds, so the writer surely meets the closed pipe)."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{os.path.join(ROOT, "scripts")!r}]
+        from benchmark_model_kernels.core.errors import cli_main
+        def run():
+            for i in range(200000):
+                print("line", i)
+            return 0
+        sys.exit(cli_main(run))
+    """)
+    r = subprocess.run(["/bin/bash", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(script)} | head -n 1; "
+                        'echo "rc=${PIPESTATUS[0]}" >&2'], capture_output=True, text=True, timeout=120)
+    assert r.stdout == "line 0\n"
+    assert r.stderr == ("error: stdout=(closed): its reader went away before the output ended (e.g. | head); "
+                        "the rest was not printed\nrc=2\n"), r.stderr
 
 
 def test_gpus_of_two_models_is_one_line_exit_2_before_planning(tmp_path, capsys, monkeypatch):
@@ -687,3 +1040,35 @@ def test_preview_memory_sizes_and_utilization_flags(capsys):
 def test_bad_memory_flags(argv, message, capsys):
     err = _err(["llama-3.1-8b", "--print_only", *argv], capsys)
     assert message in err and "Traceback" not in err
+
+
+def test_a_workdir_that_turns_read_only_mid_run_is_one_line_and_leaves_no_process(tmp_path, capsys, monkeypatch):
+    """The driver.log append meets a read-only file system (EROFS) after the first case: one line
+    that says how to go on, exit 2, the rows so far kept, the worker gone."""
+    from benchmark_model_kernels.run import case_execution
+    from helpers_processes import wait_gone
+    from helpers_runner import FAKE_REPO, GPU
+
+    monkeypatch.setattr(flags, "detect_gpu", lambda: GPU)
+    monkeypatch.setattr(cli_builtin.environment, "collect", lambda repo: {"fake": True})
+    w = tmp_path / "w"
+    appends = []
+
+    def read_only_after_one(path, *args, **kwargs):
+        if str(path).endswith("driver.log"):
+            appends.append(path)
+            if len(appends) > 1:
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(case_execution, "open", read_only_after_one, raising=False)
+    rc = cli_builtin.main(["--nks", "64,64,a", "128,64,b", "--ms", "8", "--dtypes", "bf16", "--backends", "cudnn",
+                           "--flashinfer_repo", FAKE_REPO, "--workdir", str(w), "--num_iters", "3", "--no_cache"])
+    _, err = capsys.readouterr()
+    line = [ln for ln in err.splitlines() if ln.startswith(("error", "Traceback"))]
+    assert rc == 2 and line == [
+        f"error: --workdir={w}: cannot be written any more (Read-only file system: {w / 'driver.log'}); make it "
+        "writable, then rerun with --resume (results.json holds every row written so far)"], err
+    assert [r["case_id"] for r in json.load(open(w / "results.json"))["rows"]] == ["gemm.a.m8.bf16.cudnn"]
+    worker = int(re.search(r"worker pid (\d+) started", (w / "cases" / "worker.log").read_text())[1])
+    assert wait_gone([worker], 10) == []

@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from .cases.build import plan_from_shapes
-from .core.case_schema import NON_GATED_ACTIVATIONS
+from .core.case_schema import NON_GATED_ACTIVATIONS, id_part
 from .core.errors import OneLineArgumentParser, UsageError, cli_main
 from .core.files import path_arg, same_file
 from .core.plan_schema import MoeEntry, Plan, Routing, read_plan_file
@@ -57,6 +57,11 @@ def parse_nks(values: list[str]) -> list[tuple[int, int, str]]:
     for n in names:
         if names.count(n) > 1:
             raise UsageError("--nks", n, "names must be unique (they become case ids); rename one")
+    seen: dict[str, str] = {}  # case ids keep [A-Za-z0-9._-]: "a/b" and "a-b" are one id
+    for n in names:
+        i = id_part(n)
+        if seen.setdefault(i, n) != n:
+            raise UsageError("--nks", n, f"names {seen[i]!r} and {n!r} are both {i!r} in a case id; rename one")
     return out
 
 

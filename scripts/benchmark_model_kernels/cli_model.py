@@ -20,8 +20,9 @@ from .core.files import check_writable_folder, is_disk_full, is_inside, path_arg
 from .doctor import environment
 from .plan import config_source, memory, plan_cache, planner, preview
 from .report import report
-from .run import flags, launcher, phases, runner
+from .run import flags, launcher, phases, runner, sweep
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
+from .run.workdir import check_resume_plan, make_workdir
 from .vllm_rules.layout import Layout
 
 #: Flags (and any argparse-style prefix of them) that are derived from the config, never passed.
@@ -231,12 +232,21 @@ def parallel_settings(tps: list[int] | None, eps: list[int] | None) -> list[tupl
 
 
 def run_label(model: str, tp: int, ep: int) -> str:
-    """Sub-workdir name of one (MODEL, TP, EP) run: the model's last path part, made filename-safe."""
-    name = os.path.basename(os.path.normpath(model)) or "model"
-    if name == "config.json":
-        name = os.path.basename(os.path.dirname(os.path.abspath(model))) or "model"
-    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
-    return f"{name}_tp{tp}_ep{ep}"
+    """Sub-workdir name of one (MODEL, TP, EP) run when no other MODEL of the sweep shares its
+    name (run/sweep.py: those get a digest of what they read): the model's last path part, made
+    filename-safe."""
+    return sweep.run_name(sweep.base_name(model), tp, ep)
+
+
+def check_ep_within_experts(plan) -> None:
+    """EP at most the model's routed experts: vLLM gives each EP rank E // EP of them (one more to
+    the first E % EP ranks; vllm/model_executor/layers/fused_moe/expert_map_manager.py
+    determine_expert_map), so an EP above E leaves ranks with no expert, which is no deployment."""
+    for entry in plan.moe:
+        if plan.ep > entry.global_experts:
+            raise UsageError("--ep", plan.ep, f"exceeds the {entry.global_experts} routed experts of "
+                             f"{plan.model.name} ({entry.name}), which would leave EP ranks with no expert; "
+                             f"give an EP of at most {entry.global_experts}")
 
 
 def _main(argv: list[str]) -> int:
@@ -256,9 +266,13 @@ def _main(argv: list[str]) -> int:
         args.print_only = True
     check_memory_args(args)
     launcher.check_launcher_args(args)
-    # Every setting is validated (its Layout built) before any work starts.
-    runs = [(model, Layout.from_flags(tp, ep)) for model in args.model
-            for tp, ep in parallel_settings(args.tp, args.ep)]
+    # Every setting is validated (its Layout built) before any work starts, and so is every run
+    # being distinct: each gets a sub-workdir of its own.
+    settings = parallel_settings(args.tp, args.ep)
+    sweep.check_distinct_settings(settings, args.tp, args.ep)
+    sweep.check_revision(args.model, args.revision)
+    names = sweep.model_names(args.model, args.revision)
+    runs = [(model, Layout.from_flags(tp, ep)) for model in args.model for tp, ep in settings]
     if args.plan_json:
         if len(runs) > 1:
             raise UsageError("--plan_json", args.plan_json, "writes one plan; give one MODEL and one "
@@ -271,22 +285,22 @@ def _main(argv: list[str]) -> int:
     if not args.print_only:
         # Bad run flags fail now, in a second, not after the planning and preview of every run.
         subs = ([args.workdir] if len(runs) == 1
-                else [os.path.join(args.workdir, run_label(model, lay.tp, lay.ep)) for model, lay in runs])
+                else [os.path.join(args.workdir, sweep.run_name(names[model], lay.tp, lay.ep)) for model, lay in runs])
         flags.validate_args(args, subs, resume_may_start_fresh=len(runs) > 1,
                             gpu_here=args.launcher == "here")
     if args.launcher == "slurm":
-        return _run_on_slurm(args, runs)
+        return _run_on_slurm(args, runs, names)
     if len(runs) == 1:
         model, layout = runs[0]
         return _plan_and_run(args, model, layout, getattr(args, "workdir", None))
     rc, done = 0, []
     for i, (model, layout) in enumerate(runs, 1):
-        label = run_label(model, layout.tp, layout.ep)
+        label = sweep.run_name(names[model], layout.tp, layout.ep)
         print(f"\n##### run {i}/{len(runs)}: {model} TP={layout.tp} EP={layout.ep}"
               + ("" if args.print_only else f" -> {os.path.join(args.workdir, label)}"), flush=True)
         sub = os.path.join(args.workdir, label) if not args.print_only else None
         if sub:
-            os.makedirs(args.workdir, exist_ok=True)
+            make_workdir(args.workdir)  # the sweep's folder: the tool's, marked as such
         # One bad model must not cost the others their runs: its error is printed, the sweep goes on.
         code = cli_main(functools.partial(_plan_and_run, args, model, layout, sub))
         if is_interrupt_exit(code):  # Ctrl-C, SIGTERM or SIGHUP stops the sweep, not just this run
@@ -312,16 +326,17 @@ def run_job(args: argparse.Namespace, model: str, tp: int, ep: int, workdir: str
     return cli_main(lambda: _plan_and_run(args, model, Layout.from_flags(tp, ep), workdir))
 
 
-def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, Layout]]) -> int:
-    os.makedirs(args.workdir, exist_ok=True)
+def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, Layout]], names: dict[str, str]) -> int:
+    launcher.check_slurm_here()  # no Slurm here (or no submitit) is one line before the folder is made
+    make_workdir(args.workdir)
     executor = launcher.make_executor(args, os.path.join(args.workdir, launcher.SLURM_LOGS))
     on_node = launcher.job_args(args)
-    sweep = []
+    jobs = []
     for model, layout in runs:
-        label = run_label(model, layout.tp, layout.ep)
+        label = sweep.run_name(names[model], layout.tp, layout.ep)
         sub = args.workdir if len(runs) == 1 else os.path.join(args.workdir, label)
-        sweep.append(launcher.SweepRun(label, sub, run_job, (on_node, model, layout.tp, layout.ep, sub)))
-    rc, done = launcher.run_jobs(executor, sweep)
+        jobs.append(launcher.SweepRun(label, sub, run_job, (on_node, model, layout.tp, layout.ep, sub)))
+    rc, done = launcher.run_jobs(executor, jobs)
     if len(done) > 1:
         _write_comparison(done, args.workdir)
     return rc
@@ -365,6 +380,9 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
         gc.enable()
     if args.cross_check:
         plan = _cross_checked(plan, model, args)
+    check_ep_within_experts(plan)
+    if getattr(args, "resume", False) and workdir and not args.print_only:
+        check_resume_plan(workdir, plan.to_dict())  # before the preview: the run would be refused
     sys.stdout.write(preview.format_plan(plan))
     sizes, where = memory_sizes(args)
     print("\n".join(preview.memory_lines(plan, sizes, args.gpu_memory_utilization, where)))

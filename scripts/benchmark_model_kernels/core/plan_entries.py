@@ -13,6 +13,11 @@ from dataclasses import dataclass
 PARALLEL_KINDS = ("column", "row", "replicated", "vocab")
 #: Values of `Routing.scoring_func`.
 SCORING_FUNCS = ("softmax", "sigmoid")
+#: Values of `Routing.method`: FlashInfer's `--routing_method` names (benchmarks/routines/moe.py,
+#: v0.6.17) and the names vllm_rules/moe.py gives routings FlashInfer has no name for. A plan with
+#: another is refused when read: it would be timed as something it is not.
+ROUTING_METHODS = ("renormalize", "deepseek_v3", "llama4", "renormalize_naive", "topk", "grouped_topk",
+                   "softmax_bias", "minimax2", "gemma4", "sparsemixer", "sigmoid_renorm", "sigmoid")
 #: Values of `AttentionEntry.kind`: "mha" (multi-head, grouped-query and multi-query attention over a
 #: paged K/V cache) and "mla" (DeepSeek's multi-head latent attention, absorbed form).
 ATTENTION_KINDS = ("mha", "mla")
@@ -233,6 +238,7 @@ class CrossCheck:
 __all__ = [
     "PARALLEL_KINDS",
     "SCORING_FUNCS",
+    "ROUTING_METHODS",
     "ATTENTION_KINDS",
     "CROSS_CHECK_STATUSES",
     "ModelInfo",

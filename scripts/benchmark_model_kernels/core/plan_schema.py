@@ -23,6 +23,7 @@ from .plan_entries import (
     ATTENTION_KINDS,
     CROSS_CHECK_STATUSES,
     PARALLEL_KINDS,
+    ROUTING_METHODS,
     SCORING_FUNCS,
     AttentionEntry,
     CrossCheck,
@@ -147,6 +148,7 @@ INT_RANGES: dict[tuple[type, str], tuple[int, int]] = {
 CHOICES: dict[tuple[type, str], tuple[str, ...]] = {
     (GemmEntry, "parallel"): PARALLEL_KINDS,
     (Routing, "scoring_func"): SCORING_FUNCS,
+    (Routing, "method"): ROUTING_METHODS,
     (CrossCheck, "status"): CROSS_CHECK_STATUSES,
     (AttentionEntry, "kind"): ATTENTION_KINDS,
 }
@@ -249,10 +251,16 @@ def _check_object(klass: type, raw: object, path: str) -> None:
                             "benchmark_model.py --plan_json", missing=True)
 
 
-def _check_moe_relations(moe: list[dict[str, Any]]) -> None:
-    """Expert counts that contradict each other: more local than global experts, top-k above them."""
+def _check_moe_relations(moe: list[dict[str, Any]], ep: int = 1) -> None:
+    """Expert counts that contradict each other: more local than global experts, top-k above them,
+    an EP size above them (each EP rank holds global_experts // EP of them, so a rank beyond the
+    experts holds none: vllm/model_executor/layers/fused_moe/expert_map_manager.py
+    determine_expert_map)."""
     for i, m in enumerate(moe):
         e, total, top_k = m["experts"], m["global_experts"], m["top_k"]
+        if ep > total:
+            raise PlanError("ep", ep, f"exceeds global_experts={total} of moe[{i}]; an EP size above the "
+                            "routed experts leaves ranks with no expert")
         if e > total:
             raise PlanError(f"moe[{i}].experts", e, f"exceeds global_experts={total}; the experts on one rank "
                             "are a share of all routed experts")
@@ -282,7 +290,24 @@ def validate_plan_dict(d: object) -> None:
         _check_schema_version(d["schema_version"])
     _check_object(Plan, d, "")
     assert isinstance(d, dict)
-    _check_moe_relations(d.get("moe", []))
+    _check_moe_relations(d.get("moe", []), d["ep"])
+    for part in ("gemms", "moe", "attention"):
+        _check_unique_names(d.get(part, []), part)
+
+
+def _check_unique_names(entries: list[dict[str, Any]], part: str) -> None:
+    """Entry names of one kind are its rows' case ids, as case_schema.id_part writes them
+    ([A-Za-z0-9._-], others made "-"): two that read the same there ("a/b", "a-b") would be one row."""
+    from .case_schema import id_part  # case_schema reads this module's Routing
+
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(entries):
+        name = entry["name"]
+        key = id_part(name)
+        if key in seen:
+            same = "is given twice" if seen[key] == name else f"and {seen[key]!r} are both {key!r} in a case id"
+            raise PlanError(f"{part}[{i}].name", name, f"{same}; names of one kind must differ, so rename one")
+        seen[key] = name
 
 
 def read_plan_file(path: str, field: str = "--plan") -> Plan:

@@ -64,6 +64,9 @@ def read_config_json(path: str, field_name: str = "MODEL") -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise UsageError(field_name, path, f"config.json is not valid JSON (line {e.lineno}: {e.msg}); "
                          "fix the file or pass another model") from None
+    except RecursionError:
+        raise UsageError(field_name, path, "config.json nests too deep to be a model config; fix the "
+                         "file or pass another model") from None
     if not isinstance(raw, dict):
         raise UsageError(field_name, path, "config.json must hold a JSON object; pass a Hugging Face config.json")
     if not isinstance(raw.get("model_type"), str) or not raw.get("model_type"):

@@ -7,6 +7,7 @@ import gc
 import os
 import warnings
 from dataclasses import dataclass
+from textwrap import shorten
 from typing import Any
 
 from ..core.errors import UsageError
@@ -191,7 +192,7 @@ def build_meta_model(raw: dict[str, Any], *, trust_remote_code: bool = False,
         raise
     except Exception as e:
         raise UsageError("model_type", cfg.model_type,
-                         f"transformers could not build it on meta ({type(e).__name__}: {str(e)[:160]}); "
+                         f"transformers could not build it on meta ({type(e).__name__}: {shorten(str(e), 160)}); "
                          "check the config values") from None
     finally:
         if was_enabled:

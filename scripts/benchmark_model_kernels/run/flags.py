@@ -296,6 +296,9 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
                              "FlashInfer source checkout whose tag matches the installed wheel")
     if getattr(args, "cache", None) and getattr(args, "no_cache", False):
         raise UsageError("--cache", args.cache, "and --no_cache contradict each other; give one")
+    if getattr(args, "cache", None) and os.path.lexists(args.cache) and not os.path.isdir(args.cache):
+        raise UsageError("--cache", args.cache, "is a file, not a folder; give the result cache's folder, "
+                         "e.g. --cache ~/bmk-cache (created if missing)")
     gpus = getattr(args, "gpus", None)
     if gpus is not None:
         devices.parse_gpus(gpus)  # a dry run too: its cases.json must not record a list it cannot run

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
 
-from ..core.errors import UsageError
+from ..core.errors import UsageError, one_line
 from ..core.results_schema import RESULTS_JSON
 from .interrupts import interrupt_exit_code, stop_signals_raise
 from .pool import SCRIPTS_DIR
@@ -87,13 +88,29 @@ def job_args(args: argparse.Namespace) -> argparse.Namespace:
     return out
 
 
-def make_executor(args: argparse.Namespace, folder: str) -> Any:
+def check_slurm_here() -> None:
+    """Refuse (UsageError) --launcher slurm where it cannot submit, before anything is written:
+    no submitit, or no Slurm (submitit's own test: srun on the PATH, submitit/slurm/slurm.py
+    SlurmExecutor.affinity)."""
     try:
-        import submitit
+        import submitit  # noqa: F401
     except ImportError:
         raise UsageError("--launcher", "slurm", "needs submitit: pip install submitit (or "
                          "pip install 'benchmark-model-kernels[slurm]')") from None
-    executor = submitit.AutoExecutor(folder=os.path.join(folder, "%j"), cluster=CLUSTER)
+    if CLUSTER == "slurm" and shutil.which("srun") is None:
+        raise UsageError("--launcher", "slurm", "finds no Slurm here (no srun on the PATH); run it on a "
+                         "Slurm login node, or drop --launcher slurm to run here")
+
+
+def make_executor(args: argparse.Namespace, folder: str) -> Any:
+    check_slurm_here()
+    import submitit
+
+    try:
+        executor = submitit.AutoExecutor(folder=os.path.join(folder, "%j"), cluster=CLUSTER)
+    except RuntimeError as e:  # submitit's 'Could not detect "srun", are you indeed on a slurm cluster?'
+        raise UsageError("--launcher", "slurm", f"finds no Slurm here ({one_line(str(e))}); run it on a "
+                         "Slurm login node, or drop --launcher slurm to run here") from None
     executor.update_parameters(
         name="benchmark-model-kernels", timeout_min=args.slurm_time,
         gpus_per_node=args.slurm_gpus_per_node, nodes=1, tasks_per_node=1,
@@ -198,6 +215,7 @@ __all__ = [
     "SweepRun",
     "add_launcher_arguments",
     "check_launcher_args",
+    "check_slurm_here",
     "job_args",
     "make_executor",
     "run_jobs",

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Iterator, Sequence, TextIO
 
 from ..core.case_schema import Case
 from ..core.errors import UsageError
-from ..core.files import copy_file_atomic, write_text_atomic
+from ..core.files import copy_file_atomic, is_disk_full, write_text_atomic
 from ..core.results_schema import (
     RESULTS_JSON,
     Row,
@@ -124,6 +124,9 @@ def make_workdir(path: str) -> None:
             pass
         claim_folder(path, "--workdir")
     except OSError as e:
+        if is_disk_full(e):  # nothing of the run is written yet: the same command can run again
+            raise UsageError("--workdir", path, f"disk full writing {e.filename or path} ({e.strerror}); free "
+                             "space and run the same command again") from None
         raise UsageError("--workdir", path, f"cannot be created or written ({e.strerror}); choose a "
                          "writable --workdir") from None
 

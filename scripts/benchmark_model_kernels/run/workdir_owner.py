@@ -165,6 +165,10 @@ def _check_entry(folder: str, name: str, flag: str, *, in_place: bool) -> None:
     if in_place and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         raise UsageError(flag, folder, f"its {name} is a hard link to another file ({st.st_nlink} names), "
                          f"which a run would write into; remove it (rm {path}) or choose a new {flag}")
+    if in_place and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        # A FIFO would block the run's first write, a device would take it.
+        raise UsageError(flag, folder, f"its {name} is not a regular file, which a run would write into; "
+                         f"remove it (rm {path}) or choose a new {flag}")
 
 
 __all__ = [

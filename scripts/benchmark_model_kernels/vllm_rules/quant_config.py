@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import UsageError, shown_value
+
 #: FP8 schemes, in report order.
 FP8_SCHEMES = ("per_tensor", "per_token", "block128")
 
@@ -36,11 +38,24 @@ def _as_dict(qc: Any) -> dict[str, Any] | None:
     return to_dict() if callable(to_dict) else None
 
 
+def _bad(key: str, value: object, fix: str) -> UsageError:
+    """A quantization_config value vLLM would not read: one line naming its key."""
+    return UsageError(f"config.json: quantization_config.{key}", shown_value(value), fix)
+
+
 def _compressed_tensors(qc: dict[str, Any]) -> tuple[str, str]:
     groups = qc.get("config_groups") or {}
-    for name, group in groups.items() if isinstance(groups, dict) else ():
+    if not isinstance(groups, dict):
+        raise _bad("config_groups", groups, "must be an object of named quantization groups")
+    for name, group in groups.items():
+        if not isinstance(group or {}, dict):
+            raise _bad(f"config_groups.{name}", group, "must be an object (a compressed-tensors scheme "
+                       "with weights and input_activations)")
         weights = (group or {}).get("weights") or {}
         acts = (group or {}).get("input_activations") or {}
+        for part, value in (("weights", weights), ("input_activations", acts)):
+            if not isinstance(value, dict):
+                raise _bad(f"config_groups.{name}.{part}", value, "must be an object (type, num_bits, strategy)")
         if weights.get("type") != "float" or weights.get("num_bits") != 8:
             continue
         strategy = weights.get("strategy")
@@ -52,7 +67,11 @@ def _compressed_tensors(qc: dict[str, Any]) -> tuple[str, str]:
             if act == "token" or acts.get("dynamic"):
                 return "per_token", f"{where}, input_activations.strategy={act!r}"
             return "per_tensor", f"{where} with per-tensor activations"
-        if strategy == "block" and list(weights.get("block_structure") or []) == [128, 128]:
+        block = weights.get("block_structure") or []
+        if not isinstance(block, list):
+            raise _bad(f"config_groups.{name}.weights.block_structure", block, "must be a list of two "
+                       "integers, e.g. [128, 128]")
+        if strategy == "block" and block == [128, 128]:
             return "block128", f"{where}, block_structure=[128, 128]"
         return "", f"{where}: not an FP8 scheme this tool times"
     return "", "compressed-tensors checkpoint without an 8-bit float weight group: not FP8"
@@ -69,11 +88,17 @@ def checkpoint_fp8_scheme(quantization_config: Any) -> tuple[str, str]:
     'per_tensor'
     """
     qc = _as_dict(quantization_config)
+    if quantization_config is not None and qc is None:
+        raise UsageError("config.json: quantization_config", shown_value(quantization_config),
+                         'must be an object, e.g. {"quant_method": "fp8"}')
     if not qc:
         return "per_tensor", _ONLINE
     method = str(qc.get("quant_method") or "")
     if method == "fp8":
         block = qc.get("weight_block_size")
+        if block is not None and not isinstance(block, list):
+            raise _bad("weight_block_size", block, "must be a list of two integers, e.g. [128, 128], or "
+                       "absent (per-tensor FP8)")
         if block is None:
             act = qc.get("activation_scheme", "dynamic")
             return "per_tensor", f"quant_method=fp8 without weight_block_size (activation_scheme={act})"
