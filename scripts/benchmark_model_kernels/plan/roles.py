@@ -187,6 +187,17 @@ def _mlp(ctx: Context, g: Group, prefix_name: str) -> None:
     (vllm/model_executor/models/llama.py: LlamaMLP; vllm/model_executor/models/gpt2.py: GPT2MLP;
     falcon.py: FalconMLP; starcoder2.py: Starcoder2MLP). Each merged shard must divide by TP
     (vllm/model_executor/layers/linear.py: MergedColumnParallelLinear)."""
+    model_type = str(getattr(ctx.cfg, "model_type", ""))
+    if not prefix_name and not ctx.disable_tp and sharding.dense_mlp_sequence_parallel(ctx.layout, model_type):
+        # The whole decoder layer is sequence-parallel: the dense MLP is replicated at full width
+        # on ceil(M/TP) tokens per rank (sharding.dense_mlp_sequence_parallel)
+        start = len(g.scan.out.items)
+        _mlp(replace(ctx, disable_tp=True), g, prefix_name)
+        for it in g.scan.out.items[start:]:
+            it.parallel, it.m_divisor = "replicated", ctx.tp
+        ctx.note(f"sequence-parallel decoder layers (EP={ctx.ep}, TP={ctx.tp}, DP={ctx.layout.dp}; vLLM's CUDA "
+                 f"class): the dense layers' MLP runs replicated at full width on ceil(M/{ctx.tp}) tokens per rank")
+        return
     left, out, path = g.left, g.scan.out, g.path
     tp, p = ctx.tp, prefix_name
     what = "shared expert intermediate size" if p else "intermediate_size"

@@ -306,6 +306,29 @@ def moe_block_chunked(layout: Layout, model_type: str) -> bool:
     return sequence_parallel_moe(layout) and model_type in SP_MOE_CHUNKED_MODEL_TYPES
 
 
+#: model_type of the configs whose vLLM CUDA class runs the whole decoder layer sequence-parallel
+#: under sequence-parallel MoE: attention on the all-gathered tokens, then a reduce-scatter, so the
+#: MLP of the first dense layers (`first_k_dense_replace`) runs on this rank's ceil(M/TP) chunk,
+#: replicated at full width (vllm/models/deepseek_v32/nvidia/model.py: DeepseekV32DecoderLayer,
+#: `use_sequence_parallel`, `DeepseekV2MLP(is_sequence_parallel=self.use_sequence_parallel)`;
+#: vllm/models/deepseek_v32/__init__.py resolves DeepseekV32ForCausalLM and GlmMoeDsaForCausalLM
+#: to it on CUDA, while vLLM's CPU and XPU platforms keep the generic deepseek_v2.py class, whose
+#: dense MLP stays TP-sharded).
+SP_DECODER_LAYER_MODEL_TYPES = frozenset({"deepseek_v32", "glm_moe_dsa"})
+
+
+def dense_mlp_sequence_parallel(layout: Layout, model_type: str) -> bool:
+    """Whether a dense layer's MLP runs replicated at full width on ceil(M/TP) tokens per rank:
+    under sequence-parallel MoE, for the models of `SP_DECODER_LAYER_MODEL_TYPES` (their CUDA class).
+
+    >>> [dense_mlp_sequence_parallel(Layout.from_flags(tp, ep), "deepseek_v32") for tp, ep in ((8, 32), (8, 8))]
+    [True, False]
+    >>> dense_mlp_sequence_parallel(Layout.from_flags(8, 32), "deepseek_v3")
+    False
+    """
+    return sequence_parallel_moe(layout) and model_type in SP_DECODER_LAYER_MODEL_TYPES
+
+
 def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
     """Global index of EP rank `rank`'s first expert under vLLM's default linear placement: a
     contiguous block starting at rank*(E//ep) + min(rank, E%ep), the remainder going to the first
@@ -321,6 +344,7 @@ __all__ = [
     "VOCAB_PADDING", "SPLIT", "ROLE_KIND", "require_divides", "split", "pad_vocab", "vocab_per_rank",
     "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "moe_tokens_per_m", "first_local_expert",
     "mamba2_in_proj_per_rank", "gdn_per_rank", "SP_MOE_SHARED_EXPERT_MODEL_TYPES", "SP_MOE_CHUNKED_MODEL_TYPES",
-    "sequence_parallel_moe", "shared_experts_replicated", "moe_block_chunked", "ATTN_OUTPUT_GATE_BY_DEFAULT",
+    "sequence_parallel_moe", "shared_experts_replicated", "moe_block_chunked", "SP_DECODER_LAYER_MODEL_TYPES",
+    "dense_mlp_sequence_parallel", "ATTN_OUTPUT_GATE_BY_DEFAULT",
     "attention_output_gate",
 ]
