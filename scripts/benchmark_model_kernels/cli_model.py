@@ -393,7 +393,9 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
     if args.plan_json:
         write_plan_json(plan, args.plan_json)
         print(f"# plan written to {args.plan_json}")
-    incomplete = EXIT_USAGE if not plan.complete or (plan.cross_check and plan.cross_check.status != "match") else 0
+    # A cross-check that vLLM could not build here says nothing of the plan: no failure for it.
+    incomplete = EXIT_USAGE if not plan.complete or (
+        plan.cross_check and plan.cross_check.status not in ("match", "not checked")) else 0
     if args.print_only:
         return incomplete
     run_args = argparse.Namespace(**vars(args))
@@ -409,10 +411,14 @@ def _cross_checked(plan, model: str, args: argparse.Namespace):
 
     from .core.plan_schema import CrossCheck
     from .crosscheck.check import cross_check
+    from .crosscheck.vllm_platform import target_gpu
 
     src = config_source.resolve(model, args.revision)
-    result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory)
-    return replace(plan, cross_check=CrossCheck(result.against, result.status, result.differences, result.refused))
+    assume = getattr(args, "assume_cc", None)
+    gpu = target_gpu(flags.parse_cc(assume) if assume else None)  # the GPU whose CUDA class is built
+    result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory, gpu=gpu)
+    return replace(plan, cross_check=CrossCheck(result.against, result.status, result.differences,
+                                                result.refused or result.not_checked))
 
 
 __all__ = ["build_parser", "check_memory_args", "memory_sizes",

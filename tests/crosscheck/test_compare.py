@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from benchmark_model_kernels.core.plan_schema import AttentionEntry, GemmEntry, ModelInfo, MoeEntry, Plan, Routing
 from benchmark_model_kernels.crosscheck.compare import (
+    BIAS_ONLY,
     AttentionShape,
+    CrossCheckResult,
     LinearShape,
     Side,
     compare,
@@ -80,8 +82,57 @@ def test_moe_activation_and_custom_routing():
     (line,) = compare(plan_side(_plan()), _vllm(act="Geglu"))
     assert line.startswith("different: model.layers.{0-31}.mlp.experts") and "act=Geglu" in line
     # a model's own routing function: its scoring and renormalization are not compared
-    assert routing_key("custom", None, None, "sigmoid", False, False, True) == \
-        routing_key("custom", None, None, "softmax", True, False, True)
+    assert routing_key("custom:f", None, None, "sigmoid", False, False, True) == \
+        routing_key("custom:f", None, None, "softmax", True, False, True)
+
+
+def _deepseek_like(scale: float | None) -> tuple[Plan, Side]:
+    """A plan of grouped sigmoid routing scaled by `scale`, and vLLM's side scaled by 2.5."""
+    info = ModelInfo(name="m", source="local", model_type="t", architecture="A")
+    routing = Routing("deepseek_v3", n_group=8, topk_group=4, routed_scaling_factor=scale, use_routing_bias=True,
+                      scoring_func="sigmoid")
+    plan = Plan(info, 1, 8, moe=(MoeEntry("experts", ("model.layers.*.mlp.experts",), 7168, 2048, 32, 256, 8,
+                                          "Swiglu", routing, 58, tokens_per_m=8),))
+    vllm = Side()
+    vllm.add(moe_shape(7168, 2048, 32, 256, 8, "Swiglu", True, False, 8,
+                       routing_key("grouped", 8, 4, "sigmoid", True, True, False, 2.5)),
+             58, "experts", "model.layers.{3-60}.mlp.experts")
+    return plan, vllm
+
+
+def test_the_routed_scaling_factor_is_compared():
+    plan, vllm = _deepseek_like(2.5)
+    assert compare(plan_side(plan), vllm) == []
+    for wrong in (1.0, 99.0, None):  # None: no factor, the same as 1.0
+        (line,) = compare(plan_side(_deepseek_like(wrong)[0]), vllm)
+        assert line.startswith("different: model.layers.{3-60}.mlp.experts: vLLM runs ") and "scale=2.5" in line
+        assert ("scale=99" in line) is (wrong == 99.0) and line.count("scale=") == 1 + (wrong == 99.0)
+
+
+def test_a_custom_routing_function_is_compared_by_name():
+    assert routing_key("custom:Llama4MoE.custom_routing_function", None, None, None, None, False, True) != \
+        routing_key("custom:Gemma4Router.routing_function", None, None, None, None, False, True)
+
+
+def test_a_bias_alone_is_no_shape_mismatch():
+    vllm = _vllm()
+    side = Side()
+    for shape, count in vllm.gemms.items():
+        bias = shape.n == 6144  # vLLM's qkv_proj with a bias, the plan's without
+        side.add(LinearShape(shape.n, shape.k, shape.parallel, bias, shape.m_divisor), count,
+                 vllm.places[shape][0].role, vllm.places[shape][0].where)
+    for shape, count in vllm.moes.items():
+        side.add(shape, count, "experts", vllm.places[shape][0].where)
+    (line,) = compare(plan_side(_plan()), side)
+    assert line.startswith(BIAS_ONLY + "model.layers.{0-31}.self_attn.qkv_proj: vLLM's layer has a bias, the "
+                           "plan's entry none (same 6144 x 4096 GEMM x32)")
+    assert CrossCheckResult("vllm", (line,)).status == "match"
+    assert CrossCheckResult("vllm", (line, "different: x")).status == "mismatch"
+
+
+def test_a_build_problem_is_no_verdict():
+    assert CrossCheckResult("vllm", not_checked="ImportError: no CUDA").status == "not checked"
+    assert CrossCheckResult("vllm", refused="TP=3 does not divide 32 heads").status == "vllm refuses"
 
 
 def test_layer_ranges():

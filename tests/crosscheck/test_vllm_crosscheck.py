@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from benchmark_model_kernels.crosscheck.vllm_build import vllm_available
+from benchmark_model_kernels.crosscheck.vllm_platform import TargetGpu
 from benchmark_model_kernels.plan import planner
 from support import shared_config_dir
 
@@ -37,7 +38,7 @@ def _raw(name: str) -> dict:
 def _check(plan, raw):
     from benchmark_model_kernels.crosscheck.check import cross_check
 
-    return cross_check(plan, raw)
+    return cross_check(plan, raw, gpu=H200)
 
 
 @pytest.mark.parametrize("name,tp,ep", [
@@ -101,9 +102,68 @@ def test_attention_entries_match_vllms_attention_layers(name, tp):
     assert len(result.differences) == len(plan.attention)
 
 
-def test_vllm_refuses_a_transformers_backend_model():
-    result = _check(plan_of("starcoder2-7b"), _raw("starcoder2-7b"))
-    assert result.status == "vllm refuses" and "Transformers backend" in result.refused
+def test_a_transformers_backend_model_is_checked_against_that_backend():
+    # vLLM serves Starcoder2 through its generic Transformers backend: that class is what it builds.
+    result = _check(plan_of("starcoder2-7b", 2), _raw("starcoder2-7b"))
+    assert result.status == "match", result.differences or result.refused or result.not_checked
+    assert "transformers.TransformersForCausalLM" in result.against
+
+
+H200 = TargetGpu("NVIDIA H200", (9, 0))
+
+
+@pytest.mark.parametrize("name,hidden,inter,dense", [
+    ("deepseek-v3.2", 7168, 18432, 3),
+    ("glm-5.1", 6144, 12288, 3),
+])
+def test_the_cuda_class_of_a_platform_split_family_is_built(name, hidden, inter, dense):
+    # vllm/models/deepseek_v32/__init__.py: the nvidia class on CUDA; at TP=8 EP=32 (DP=4) its
+    # decoder layers are sequence-parallel, the first dense layers' MLP replicated at full width.
+    from benchmark_model_kernels.crosscheck import vllm_layers
+    from benchmark_model_kernels.crosscheck.compare import LinearShape
+    from benchmark_model_kernels.crosscheck.vllm_build import build_vllm_model
+
+    plan = plan_of(name, 8, 32)
+    with build_vllm_model(_raw(name), 8, 32, gpu=H200) as built:
+        assert built.model_class == "vllm.models.deepseek_v32.nvidia.model.DeepseekV32ForCausalLM"
+        assert built.platform == "CUDA class for sm_90 (NVIDIA H200)"
+        side = vllm_layers.vllm_side(built.model, 8)
+    assert side.gemms[LinearShape(2 * inter, hidden, "replicated", False, 8)] == dense  # gate_up_proj
+    assert side.gemms[LinearShape(hidden, inter, "replicated", False, 8)] == dense  # down_proj
+    result = _check(plan, _raw(name))
+    assert result.status == "match", result.differences
+    assert result.against.endswith("nvidia.model.DeepseekV32ForCausalLM (CUDA class for sm_90 (NVIDIA H200))")
+
+
+def test_a_generic_family_says_it_was_built_on_the_cpu_platform():
+    result = _check(plan_of("deepseek-v3", 8, 32), _raw("deepseek-v3"))
+    assert result.status == "match", result.differences
+    assert result.against.startswith("vllm 0.") and "deepseek_v2.DeepseekV3ForCausalLM (vLLM's CPU platform" \
+        in result.against
+
+
+def test_the_routed_scaling_factor_is_compared_with_vllms():
+    plan = plan_of("deepseek-v3", 2, 8)
+    assert _check(plan, _raw("deepseek-v3")).status == "match"
+    for scale in (1.0, 99.0):
+        wrong = replace(plan, moe=tuple(replace(e, routing=replace(e.routing, routed_scaling_factor=scale))
+                                        for e in plan.moe))
+        result = _check(wrong, _raw("deepseek-v3"))
+        assert result.status == "mismatch"
+        (line,) = result.differences
+        assert line.startswith("different: model.layers.{3-60}.mlp.experts") and "scale=2.5 x58" in line
+
+
+def test_a_build_problem_is_not_a_verdict(monkeypatch):
+    # Plumbing: the CUDA class cannot be imported on this machine (a stand-in for a missing CUDA library).
+    from benchmark_model_kernels.crosscheck import vllm_build
+
+    def no_cuda_class(*args, **kwargs):
+        raise ImportError("libcuda.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(vllm_build, "class_for_target", no_cuda_class)
+    result = _check(plan_of("deepseek-v3.2", 8, 32), _raw("deepseek-v3.2"))
+    assert result.status == "not checked" and not result.refused and "libcuda" in result.not_checked
 
 
 def test_cli_records_the_version_and_exits_0(tmp_path, capsys):

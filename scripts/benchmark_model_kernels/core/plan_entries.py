@@ -22,7 +22,7 @@ ROUTING_METHODS = ("renormalize", "deepseek_v3", "llama4", "renormalize_naive", 
 #: paged K/V cache) and "mla" (DeepSeek's multi-head latent attention, absorbed form).
 ATTENTION_KINDS = ("mha", "mla")
 #: Values of `CrossCheck.status`.
-CROSS_CHECK_STATUSES = ("match", "mismatch", "vllm refuses")
+CROSS_CHECK_STATUSES = ("match", "mismatch", "vllm refuses", "not checked")
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,8 @@ class CrossCheck:
     against: str
     """The vLLM version and class compared against, e.g. "vllm 0.33.0 (DeepseekV3ForCausalLM)"."""
     status: str
-    """"match", "mismatch" or "vllm refuses"."""
+    """"match", "mismatch", "vllm refuses", or "not checked" (vLLM's class could not be built on
+    the machine that checked: no verdict on the plan; `refused` says why)."""
     differences: tuple[str, ...] = ()
     """One line per difference: missing, extra or different shapes, with module paths."""
     refused: str = ""

@@ -1,9 +1,11 @@
 """The plan checked against vLLM itself: vLLM's own model class for the config, built on the meta
-device for one rank of the plan's TP/DP/EP layout (`vllm_build`), read back into per-rank GEMM and
-fused-MoE shapes (`vllm_layers`), and compared with the plan entry by entry (`compare`); `check`
+device for one rank of the plan's TP/DP/EP layout (`vllm_build`; for a platform-split family the
+class vLLM builds on the target GPU's CUDA platform, `vllm_platform`), read back into per-rank GEMM
+and fused-MoE shapes (`vllm_layers`), and compared with the plan entry by entry (`compare`); `check`
 does the three for one plan.
 
 In: a `plan.schema.Plan` and the config it was planned from. Out: a `compare.CrossCheckResult`
-(match, the differences one per line, or vLLM's refusal) that the CLI prints and records in the plan
-JSON. vLLM is imported only here and only when a cross-check is asked for.
+(match, the differences one per line, vLLM's refusal, or why vLLM's class could not be built on this
+machine) that the CLI prints and records in the plan JSON. vLLM is imported only here and only when
+a cross-check is asked for.
 """

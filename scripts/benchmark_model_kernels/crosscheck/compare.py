@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core.plan_schema import MoeEntry, Plan, Routing
 from ..plan.merge import ranges
@@ -25,10 +25,14 @@ VLLM_ACTIVATIONS = {
     "silu": "Swiglu", "gelu": "Geglu", "gelu_tanh": "Geglu", "swigluoai": "SwigluBias", "relu2_no_mul": "Relu2",
     "silu_no_mul": "Silu", "gelu_no_mul": "Gelu", "gelu_tanh_no_mul": "Gelu",
 }
-#: Plan routing methods vLLM runs as a model's own custom_routing_function
-#: (vllm/model_executor/models/llama4.py: Llama4MoE.custom_routing_function; phimoe.py:
+#: Plan routing methods vLLM runs as a model's own custom_routing_function -> that function's
+#: qualified name (vllm/model_executor/models/llama4.py: Llama4MoE.custom_routing_function; phimoe.py:
 #: phimoe_routing_function; gemma4.py: Gemma4Router.routing_function).
-CUSTOM_ROUTING = ("llama4", "sparsemixer", "gemma4")
+CUSTOM_ROUTING = {"llama4": "Llama4MoE.custom_routing_function", "sparsemixer": "phimoe_routing_function",
+                  "gemma4": "Gemma4Router.routing_function"}
+#: How a difference in a linear layer's bias alone starts its line: the same GEMM shape on both
+#: sides, so no shape mismatch (`CrossCheckResult.status` does not count it).
+BIAS_ONLY = "bias: "
 
 
 def flashinfer_activation(vllm_value: str) -> str:
@@ -37,15 +41,18 @@ def flashinfer_activation(vllm_value: str) -> str:
 
 
 def routing_key(selection: str, n_group: int | None, topk_group: int | None, scoring: str | None,
-                renormalize: bool | None, correction_bias: bool, on_input: bool) -> Routing:
+                renormalize: bool | None, correction_bias: bool, on_input: bool, scale: float = 1.0) -> Routing:
     """The routing both sides are compared by, as a `Routing` whose method is how experts are
-    selected ("topk", "grouped" or a model's "custom" function, whose scoring and renormalization
-    are its own): the groups, the scoring, renormalization, the score-correction bias and whether
-    the weight scales the input; the scaling factor is left out (vLLM may apply it to the output)."""
-    if selection == "custom":
+    selected ("topk", "grouped" or "custom:<function>", a model's own function, whose scoring and
+    renormalization are its own): the groups, the scoring, renormalization, the score-correction
+    bias, whether the weight scales the input, and the routed scaling factor the expert outputs are
+    multiplied by (1.0: none; vLLM applies it to the top-k weights or to the summed output, the same
+    product)."""
+    if selection.startswith("custom"):
         scoring, renormalize = "", False
-    return Routing(selection, n_group=n_group, topk_group=topk_group, use_routing_bias=correction_bias,
-                   scoring_func=scoring or "", renormalize=bool(renormalize), apply_router_weight_on_input=on_input)
+    return Routing(selection, n_group=n_group, topk_group=topk_group, routed_scaling_factor=float(scale),
+                   use_routing_bias=correction_bias, scoring_func=scoring or "", renormalize=bool(renormalize),
+                   apply_router_weight_on_input=on_input)
 
 
 def moe_shape(hidden: int, intermediate: int, experts: int, global_experts: int, top_k: int, activation: str,
@@ -60,7 +67,8 @@ def moe_text(e: MoeEntry) -> str:
     r = e.routing
     groups = f" {r.n_group}/{r.topk_group}" if r.method == "grouped" else ""
     route = f"{r.method}{groups}{' ' + r.scoring_func if r.scoring_func else ''}{' renorm' if r.renormalize else ''}" \
-            f"{' +corr-bias' if r.use_routing_bias else ''}{' on-input' if r.apply_router_weight_on_input else ''}"
+            f"{' +corr-bias' if r.use_routing_bias else ''}{' on-input' if r.apply_router_weight_on_input else ''}" \
+            f"{f' scale={r.routed_scaling_factor:g}' if r.routed_scaling_factor not in (None, 1.0) else ''}"
     return (f"H={e.hidden} I_r={e.intermediate} experts={e.experts}/{e.global_experts} top_k={e.top_k} "
             f"act={e.activation}{'' if e.gated else ' (non-gated)'}{' +bias' if e.bias else ''} "
             f"tokens={e.tokens_per_m}xM routing={route}")
@@ -134,14 +142,20 @@ class CrossCheckResult:
     """What the cross-check found; `differences` is empty on agreement."""
 
     against: str
-    """e.g. "vllm 0.33.0 (DeepseekV3ForCausalLM)"."""
+    """e.g. "vllm 0.33.0 vllm.model_executor.models.deepseek_v2.DeepseekV3ForCausalLM (...)"."""
     differences: tuple[str, ...] = ()
     refused: str = ""
     """vLLM's one-line refusal, when it would not build the model at this layout."""
+    not_checked: str = ""
+    """Why vLLM's class could not be built on this machine (no verdict on the plan)."""
 
     @property
     def status(self) -> str:
-        return "vllm refuses" if self.refused else "mismatch" if self.differences else "match"
+        if self.not_checked:
+            return "not checked"
+        if self.refused:
+            return "vllm refuses"
+        return "mismatch" if any(not d.startswith(BIAS_ONLY) for d in self.differences) else "match"
 
 
 def role_of(name: str) -> str:
@@ -152,12 +166,14 @@ def role_of(name: str) -> str:
 def moe_routing_key(e: MoeEntry) -> Routing:
     """The compared routing of a plan MoE entry (`routing_key`)."""
     r = e.routing
+    scale = r.routed_scaling_factor if r.routed_scaling_factor is not None else 1.0
     if r.method in CUSTOM_ROUTING:
-        return routing_key("custom", None, None, None, None, r.use_routing_bias, r.apply_router_weight_on_input)
+        return routing_key(f"custom:{CUSTOM_ROUTING[r.method]}", None, None, None, None, r.use_routing_bias,
+                           r.apply_router_weight_on_input, scale)
     grouped = r.method in ("deepseek_v3", "grouped_topk") and (r.n_group or 1) > 1
     return routing_key("grouped" if grouped else "topk", r.n_group if grouped else None,
                        r.topk_group if grouped else None, r.scoring_func, r.renormalize, r.use_routing_bias,
-                       r.apply_router_weight_on_input)
+                       r.apply_router_weight_on_input, scale)
 
 
 def plan_side(plan: Plan) -> Side:
@@ -191,6 +207,8 @@ def compare(plan: Side, vllm: Side) -> list[str]:
         have: Counter = getattr(plan, kind)
         missing = {s: c - have.get(s, 0) for s, c in want.items() if c > have.get(s, 0)}
         extra = {s: c - want.get(s, 0) for s, c in have.items() if c > want.get(s, 0)}
+        if kind == "gemms":
+            lines += _bias_only(plan, vllm, missing, extra)
         for v_shape in list(missing):
             v_roles = {_pair_key(p.role) for p in vllm.places[v_shape]}
             p_shape = next((s for s in extra if {_pair_key(p.role) for p in plan.places[s]} & v_roles), None)
@@ -203,6 +221,23 @@ def compare(plan: Side, vllm: Side) -> list[str]:
             lines.append(f"missing: {_where(vllm, s)}: vLLM runs {_text(s)} x{c}, the plan has no such entry")
         for s, c in extra.items():
             lines.append(f"extra: {_where(plan, s)}: the plan lists {_text(s)} x{c}, vLLM runs no such layer")
+    return lines
+
+
+def _bias_only(plan: Side, vllm: Side, missing: dict, extra: dict) -> list[str]:
+    """Lines for the GEMMs both sides run at the same shape, count and role but one with a bias and
+    the other without (taken out of `missing` and `extra`)."""
+    lines = []
+    for v_shape in list(missing):
+        v_roles = {_pair_key(p.role) for p in vllm.places[v_shape]}
+        twin = replace(v_shape, bias=not v_shape.bias)
+        if twin not in extra or extra[twin] != missing[v_shape] \
+                or not {_pair_key(p.role) for p in plan.places[twin]} & v_roles:
+            continue
+        has, lacks = ("vLLM's layer", "the plan's entry") if v_shape.bias else ("the plan's entry", "vLLM's layer")
+        lines.append(f"{BIAS_ONLY}{_where(vllm, v_shape)}: {has} has a bias, {lacks} none (same {v_shape.n} x "
+                     f"{v_shape.k} GEMM x{missing[v_shape]}) [{_where(plan, twin)}]")
+        del missing[v_shape], extra[twin]
     return lines
 
 
@@ -230,7 +265,7 @@ def layer_ranges(paths: list[str]) -> str:
         out.append(pattern.replace("{}", "{" + ranges(sorted(set(idx))).replace(" ", "") + "}") if idx else pattern)
     return ", ".join(out)
 
-__all__ = ["VLLM_ACTIVATIONS", "CUSTOM_ROUTING", "flashinfer_activation", "routing_key", "LinearShape", "moe_shape",
-           "AttentionShape",
+__all__ = ["VLLM_ACTIVATIONS", "CUSTOM_ROUTING", "BIAS_ONLY", "flashinfer_activation", "routing_key", "LinearShape",
+           "moe_shape", "AttentionShape",
            "moe_text", "Placed", "Side", "CrossCheckResult", "role_of", "plan_side", "compare", "layer_ranges",
            "moe_routing_key"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..core.errors import UsageError
+from .vllm_platform import TargetGpu, class_for_target, cuda_construction
 
 #: The vLLM release the rules in vllm_rules/ follow and the fidelity table was made with.
 VLLM_VERSION_FOLLOWED = "0.33.0"
@@ -39,6 +40,11 @@ _GROUPS = ("_WORLD", "_TP", "_PP", "_DP", "_EP", "_EPLB", "_PCP", "_DCP")
 
 class VllmRefused(Exception):
     """vLLM will not build this model at this layout; the message says why in one line."""
+
+
+class VllmBuildProblem(Exception):
+    """vLLM's class could not be built on this machine (an import or a constructor that needs what
+    a CPU lacks): no verdict on the plan. The message says why in one line."""
 
 
 def vllm_available() -> bool:
@@ -249,7 +255,11 @@ class VllmBuild:
     model: Any
     """The torch module vLLM's `initialize_model` returned (every parameter on meta)."""
     architecture: str
-    """The vLLM class vLLM resolved for the config's architectures."""
+    """The architecture vLLM resolved for the config's architectures (its registry key)."""
+    model_class: str
+    """The class built, module and name (for a platform-split family, its CUDA class)."""
+    platform: str
+    """The platform the class is vLLM's for (`vllm_platform.BuiltClass.platform`)."""
     version: str
     """The vLLM version that built it."""
     sequence_parallel_moe: bool
@@ -297,11 +307,14 @@ def _model_level_window(model_config: Any) -> int | None:
 
 @contextlib.contextmanager
 def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code: bool = False,
-                     code_dir: str | None = None) -> Iterator[VllmBuild]:
+                     code_dir: str | None = None, gpu: TargetGpu | None = None) -> Iterator[VllmBuild]:
     """vLLM's model class for config.json `raw`, built on meta as rank 0 of TP=`tp`, DP=`ep`/`tp`
-    (expert parallelism on when `ep` > 1). `VllmRefused` when vLLM rejects the config or the layout
-    (its own assertion, one line), or serves the architecture only through its generic Transformers
-    backend. The parallel state is faked only while the context is open."""
+    (expert parallelism on when `ep` > 1): the class vLLM builds on CUDA for `gpu`
+    (`vllm_platform.class_for_target`; an architecture vLLM serves through its generic Transformers
+    backend builds that backend's class). `VllmRefused` when vLLM rejects the config or the layout
+    (its config validation, or a size check of its layers: one line); `VllmBuildProblem` when the
+    class cannot be imported or constructed here for another reason. The parallel state is faked
+    only while the context is open."""
     version = require_vllm()
     _quiet_imports()
     import torch
@@ -330,19 +343,27 @@ def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code
                 model_class, arch = get_model_architecture(model_config)
             except Exception as e:
                 raise VllmRefused(f"vLLM {version} has no model class for it: {_one_line(e, folder)}") from None
-            if model_class.__name__.startswith("Transformers"):
-                raise VllmRefused(f"vLLM {version} has no native class for architectures="
-                                  f"{model_config.architectures}; it serves them only through its generic "
-                                  f"Transformers backend ({model_class.__name__})")
             try:
-                with torch.device("meta"):
-                    model = initialize_model(vllm_config=vllm_config, model_class=model_class)
-            except Exception as e:  # an assertion of vLLM's layers: this layout is refused
-                raise VllmRefused(f"vLLM {version} {model_class.__name__} refuses TP={tp} EP={ep}: "
+                built = class_for_target(arch, model_class, gpu)
+            except Exception as e:
+                raise VllmBuildProblem(f"vLLM {version} cannot import its CUDA class for {arch} on this machine: "
+                                       f"{_one_line(e, folder)}") from None
+            try:
+                with torch.device("meta"), cuda_construction(built, gpu):
+                    model = initialize_model(vllm_config=vllm_config, model_class=built.model_class)
+            except (AssertionError, ValueError) as e:  # vLLM's layers check sizes this way: refused
+                raise VllmRefused(f"vLLM {version} {built.model_class.__name__} refuses TP={tp} EP={ep}: "
                                   f"{_one_line(e, folder)}") from None
-            _check_on_meta(model)
-            yield VllmBuild(model, arch, version, bool(parallel.use_sequence_parallel_moe))
+            except Exception as e:  # anything else is this machine's, not the layout's
+                raise VllmBuildProblem(f"vLLM {version} {built.model_class.__name__} could not be constructed on "
+                                       f"this machine: {_one_line(e, folder)}") from None
+            try:
+                _check_on_meta(model)
+            except RuntimeError as e:
+                raise VllmBuildProblem(f"vLLM {version} {built.model_class.__name__}: {e}") from None
+            yield VllmBuild(model, arch, built.name, built.platform, version,
+                            bool(parallel.use_sequence_parallel_moe))
 
 
-__all__ = ["VLLM_VERSION_FOLLOWED", "INSTALL_HINT", "VllmRefused", "VllmBuild", "vllm_available", "require_vllm",
-           "build_vllm_model"]
+__all__ = ["VLLM_VERSION_FOLLOWED", "INSTALL_HINT", "VllmRefused", "VllmBuildProblem", "VllmBuild", "vllm_available",
+           "require_vllm", "build_vllm_model"]

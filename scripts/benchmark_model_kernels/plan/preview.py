@@ -167,14 +167,18 @@ def format_plan(plan: Plan) -> str:
         lines.append(f"# unsupported: {u.module} ({u.n} x {u.k}): {u.reason}")
     check = plan.cross_check
     if check is not None:
-        if check.refused:
+        if check.status == "not checked":
+            lines.append(f"# cross-check against {check.against}: not checked (no verdict on the plan): "
+                         f"{check.refused}")
+        elif check.refused:
             lines.append(f"# cross-check against {check.against}: vLLM refuses: {check.refused}")
-        elif check.differences:
+        elif check.status == "mismatch":
             lines.append(f"# cross-check against {check.against}: {len(check.differences)} difference(s)")
             lines += [f"# cross-check {d}" for d in check.differences]
         else:
             lines.append(f"# cross-check against {check.against}: match (every per-rank GEMM, fused-MoE and "
                          "attention shape and count agrees)")
+            lines += [f"# cross-check {d}" for d in check.differences]  # a bias alone: no shape mismatch
     if plan.complete:
         lines.append("# plan complete")
     else:
