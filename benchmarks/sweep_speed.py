@@ -11,7 +11,20 @@ Runs `scripts/benchmark_model.py` into fresh workdirs under --out, in this order
   models  the 8 bundled models at TP=1, M = 1 8 64 512, in one command, from empty caches (its
           own autotune cache and result cache, shared by the 8 runs); an --out that already
           holds it is continued with --resume and the wall times of the parts add up
-Targets (H200): cold <= 150 s, warm <= 30 s, cached <= 10 s, models <= 900 s. A run is met when
+and README.md's two GPU-path commands as written there (steps 4 and 5, README_PLUMBING and
+README_FULL; only --flashinfer_repo and --workdir are this command's), a README user's order:
+  readme_plumbing_cold  step 4, the plumbing run, on a fresh machine: nothing built, no kept plan,
+                        capability answer or result cache
+  readme_full_cold      step 5, the full run, after it (as a README user comes to it)
+  readme_plumbing_warm  step 4 again into a new workdir, the machine warm, with --no_cache: every row
+                        timed again (as written, the result cache would copy them all: `cached`)
+  readme_full_warm      step 5 likewise (its new workdir autotunes again, as the command does)
+A readme run (or models) given alone with --runs, whose workdir and record are in --out already, is
+continued with --resume and its parts' wall times add up, so that one longer than a device call
+can be finished by the next call on the same machine.
+Targets (H200): cold <= 150 s, warm <= 30 s, cached <= 10 s, models <= 900 s,
+readme_plumbing_cold <= 120 s, readme_plumbing_warm <= 60 s, readme_full_cold <= 480 s,
+readme_full_warm <= 120 s. A run is met when
 it finishes within its target and every case has a row (exit code 0, or 1 when some rows failed:
 the record and the summary line count them, e.g. cutile rows without the tileiras compiler);
 `cached` also needs every ok row copied from the cache with the warm run's number. Each run gets at most what is left
@@ -38,10 +51,23 @@ from collections import Counter
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET_S = {"cold": 150.0, "warm": 30.0, "cached": 10.0, "models": 900.0}
+TARGET_S = {"cold": 150.0, "warm": 30.0, "cached": 10.0, "models": 900.0,
+            "readme_plumbing_cold": 120.0, "readme_full_cold": 480.0, "readme_plumbing_warm": 60.0,
+            "readme_full_warm": 120.0}
 #: Seconds kept back, while a run goes, for each run after it (what it needs on the H200 with
 #: some margin): the budget cut lands on the run that overran, not on the ones after it.
-RESERVE_S = {"cold": 0.0, "warm": 110.0, "cached": 30.0, "models": 0.0}
+RESERVE_S = {"cold": 0.0, "warm": 110.0, "cached": 30.0, "models": 0.0, "readme_plumbing_cold": 0.0,
+             "readme_full_cold": 0.0, "readme_plumbing_warm": 70.0, "readme_full_warm": 0.0}
+#: README.md "The GPU path", step 4 (the plumbing run) and step 5 (the full run), word for word
+#: (tests/benchmarks/test_sweep_speed.py holds them to the README).
+README_PLUMBING = ("llama-3.1-8b", "--tp", "1", "--flashinfer_repo", "~/flashinfer", "--workdir", "workdirs/plumbing",
+                   "--ms", "8", "--kv_lens", "1024", "--dry_run_iters", "1", "--num_iters", "3", "--no_autotune")
+README_FULL = ("qwen3-30b-a3b", "--tp", "1", "--ep", "1", "--flashinfer_repo", "~/flashinfer", "--workdir",
+               "workdirs/qwen3-30b-a3b-tp1", "--ms", "1", "8", "64", "512")
+README_RUNS = {"readme_plumbing_cold": README_PLUMBING, "readme_full_cold": README_FULL,
+               "readme_plumbing_warm": README_PLUMBING, "readme_full_warm": README_FULL}
+#: Runs a later call continues with --resume when their workdir and record are there.
+CONTINUED = ("models", *README_RUNS)
 BUNDLED_MODELS = ("deepseek-v3", "gpt-oss-120b", "kimi-k2", "llama-3.1-70b", "llama-3.1-8b",
                   "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b")
 #: Where FlashInfer and Triton keep what they compiled: whether a run was cold for JIT too.
@@ -49,8 +75,18 @@ JIT_CACHES = ("~/.cache/flashinfer", "~/.triton/cache")
 STOP_GRACE_S = 30.0
 
 
+def readme_argv(label: str, args: argparse.Namespace) -> list[str]:
+    """README's command of run `label` with this command's driver checkout and workdir."""
+    argv = list(README_RUNS[label])
+    argv[argv.index("--flashinfer_repo") + 1] = args.flashinfer_repo
+    argv[argv.index("--workdir") + 1] = os.path.join(os.path.abspath(args.out), label)
+    return argv + (["--no_cache"] if label.endswith("_warm") else [])
+
+
 def run_argv(label: str, args: argparse.Namespace, resume: bool = False) -> list[str]:
     """benchmark_model.py's argv for run `label`."""
+    if label in README_RUNS:
+        return readme_argv(label, args) + (["--resume"] if resume else [])
     out = os.path.abspath(args.out)
     # The sweep the targets were set for: GEMM and MoE rows (attention rows are another workload).
     common = ["--ms", *map(str, args.ms), "--flashinfer_repo", args.flashinfer_repo, "--no_attention",
@@ -128,7 +164,7 @@ def _complete(label: str, args: argparse.Namespace, payloads: dict[str, dict[str
 
 
 def run_once(label: str, args: argparse.Namespace, limit: float, earlier: dict[str, Any] | None) -> dict:
-    resume = label == "models" and earlier is not None
+    resume = label in CONTINUED and earlier is not None
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "benchmark_model.py"), *run_argv(label, args, resume)]
     print(f"[{label}] (limit {limit:.0f} s) {' '.join(cmd)}", file=sys.stderr, flush=True)
     jit_before = _jit_caches()
@@ -173,6 +209,16 @@ def check_cached(cached: dict, args: argparse.Namespace) -> None:
     cached["met"] = cached["met"] and cached["all_ok_rows_copied"] and cached["numbers_equal_warm"]
 
 
+def earlier_record(out: str, label: str) -> dict[str, Any] | None:
+    """The record of run `label` an earlier call left in `out` (its sweep_speed_<label>.json, from
+    --runs <label> alone) when its workdir is there too: the run to continue; else None."""
+    path = os.path.join(out, f"sweep_speed_{label}.json")
+    if not (os.path.isdir(os.path.join(out, label)) and os.path.isfile(path)):
+        return None
+    with open(path) as f:
+        return next((r for r in json.load(f)["runs"] if r["label"] == label), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -202,12 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--py_spy", default="py-spy", help="The py-spy executable, e.g. --py_spy ~/.local/bin/py-spy")
     args = p.parse_args(argv)
     out = os.path.abspath(args.out)
-    if "cold" in args.runs and os.path.exists(os.path.join(out, "user_cache")):
-        print(f"error: --out={args.out}: already holds user_cache/ (a cold run starts without it); "
-              "choose a new --out", file=sys.stderr)
-        return 2
+    earlier = {label: earlier_record(out, label) for label in args.runs if label in CONTINUED}
+    for first in ("cold", "readme_plumbing_cold"):
+        if first in args.runs and not earlier.get(first) and os.path.exists(os.path.join(out, "user_cache")):
+            print(f"error: --out={args.out}: already holds user_cache/ (a cold run starts without it); "
+                  "choose a new --out", file=sys.stderr)
+            return 2
     for label in args.runs:
-        if label != "models" and os.path.exists(os.path.join(out, label)):
+        if label != "models" and not earlier.get(label) and os.path.exists(os.path.join(out, label)):
             print(f"error: --out={args.out}: already holds {label}/; choose a new --out", file=sys.stderr)
             return 2
     needs = {"warm": os.path.join(out, "cold", "autotune_cache.json"), "cached": os.path.join(out, "result_cache")}
@@ -218,18 +266,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     os.makedirs(out, exist_ok=True)
     record_path = os.path.join(out, f"sweep_speed_{'_'.join(args.runs)}.json")
-    earlier_models = None
-    models_record = os.path.join(out, "sweep_speed_models.json")
-    if "models" in args.runs and os.path.isdir(os.path.join(out, "models")) and os.path.isfile(models_record):
-        with open(models_record) as f:
-            earlier_models = next((r for r in json.load(f)["runs"] if r["label"] == "models"), None)
     t_start = time.monotonic()
     runs = []
     order = [label for label in TARGET_S if label in args.runs]
     for i, label in enumerate(order):
         left = args.budget_s - (time.monotonic() - t_start)
         limit = left - sum(RESERVE_S[later] for later in order[i + 1:])
-        runs.append(run_once(label, args, limit, earlier_models if label == "models" else None))
+        runs.append(run_once(label, args, limit, earlier.get(label)))
     by_label = {r["label"]: r for r in runs}
     if "cached" in by_label:
         check_cached(by_label["cached"], args)

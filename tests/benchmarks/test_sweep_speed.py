@@ -4,8 +4,12 @@ times are not)."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -34,3 +38,57 @@ def test_warm_then_cached_records_the_runs_and_checks_the_copies(tmp_path):
     assert warm["rows"] == cached["rows"]
     assert f"cached: {cached['wall_s']:.0f} s (target <= 10 s" in proc.stdout
     assert proc.returncode == (0 if warm["met"] and cached["met"] else 1)
+
+
+# ------------------------------------------------------------------ README's own commands
+def _sweep_speed():
+    spec = importlib.util.spec_from_file_location("sweep_speed_under_test",
+                                                  os.path.join(ROOT, "benchmarks", "sweep_speed.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _readme_commands() -> list[list[str]]:
+    """Every `python scripts/benchmark_model.py ...` command of README.md's bash blocks."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:2] == ["python", "scripts/benchmark_model.py"]:
+                commands.append(words[2:])
+    return commands
+
+
+def test_the_readme_runs_are_the_readmes_steps_4_and_5_word_for_word():
+    ss = _sweep_speed()
+    commands = _readme_commands()
+    assert list(ss.README_PLUMBING) in commands and list(ss.README_FULL) in commands
+
+
+def test_a_readme_run_swaps_only_the_checkout_and_the_workdir(tmp_path):
+    ss = _sweep_speed()
+    args = argparse.Namespace(flashinfer_repo="/fi", out=str(tmp_path))
+    cold = ss.run_argv("readme_plumbing_cold", args)
+    workdir = str(tmp_path / "readme_plumbing_cold")
+    assert cold == [w.replace("~/flashinfer", "/fi").replace("workdirs/plumbing", workdir) for w in ss.README_PLUMBING]
+    # Warm: every row timed again (as written, the result cache would copy them all).
+    assert ss.run_argv("readme_full_warm", args)[-1] == "--no_cache"
+    assert ss.run_argv("readme_full_cold", args, resume=True)[-1] == "--resume"
+    assert list(ss.TARGET_S)[-4:] == ["readme_plumbing_cold", "readme_full_cold", "readme_plumbing_warm",
+                                      "readme_full_warm"]  # the order they run in: README's, cold first
+
+
+def test_a_stopped_readme_run_is_continued_and_a_stray_workdir_refused(tmp_path):
+    ss = _sweep_speed()
+    out = tmp_path / "out"
+    (out / "readme_full_cold").mkdir(parents=True)
+    argv = ["--flashinfer_repo", FAKE_REPO, "--out", str(out), "--runs", "readme_full_cold"]
+    assert ss.main(argv) == 2  # a workdir without the record of the run that made it
+    part = {"label": "readme_full_cold", "parts": [{"wall_s": 500.0, "exit_code": 143, "stopped_at_limit": True}]}
+    (out / "sweep_speed_readme_full_cold.json").write_text(json.dumps({"runs": [part]}))
+    assert ss.earlier_record(str(out), "readme_full_cold") == part
+    assert ss.earlier_record(str(out), "readme_full_warm") is None
+    (out / "user_cache").mkdir()
+    assert ss.main(["--flashinfer_repo", FAKE_REPO, "--out", str(out), "--runs", "readme_plumbing_cold"]) == 2

@@ -400,6 +400,8 @@ def test_the_eta_learns_from_how_long_each_case_took(tmp_path, monkeypatch, devi
         return row_from_case(case, Outcome("ok", "", 1.0, 0.0, "cupti"))
 
     monkeypatch.setattr(runner.Runner, "run_one", slow)
+    # Every case timed (without a driver they would be decided at once, needing no worker).
+    monkeypatch.setattr(case_execution.CaseExecutor, "row_at_once", lambda self, case: None)
     cases = [gemm_case(n) for n in (64, 128, 256, 512)]
     request = run_request(cases, str(tmp_path), settings(tmp_path), repo=None, devices=devices)
     r = runner.Runner(ResultsFile(str(tmp_path), cases, {"notes": {}}),
@@ -407,3 +409,27 @@ def test_the_eta_learns_from_how_long_each_case_took(tmp_path, monkeypatch, devi
     r.run()
     timed = r._estimator.seconds["driver"]
     assert len(timed) == 4 and min(timed) >= 0.2
+
+
+def test_rows_that_need_no_worker_come_first_and_results_keep_case_order(tmp_path):
+    """Decided and cached rows print at once, before the first timed case (its worker start and
+    JIT); results.json still lists every row in case order."""
+    machine = {"versions": {"driver": "570.1", "cuda_runtime": "12.9", "torch": "2.11.0",
+                            "flashinfer_wheel": "0.6.17", "flashinfer_checkout": "0.6.17"}}
+    cache_dir = str(tmp_path / "cache")
+
+    def run(name, cases):
+        workdir = str(tmp_path / name)
+        progress = io.StringIO()
+        run_settings = replace(settings(tmp_path), autotune_cache=os.path.join(workdir, "at.json"))
+        runner.run_plan(run_request(cases, workdir, run_settings, cache_dir=cache_dir), cases,
+                        command=["test"], progress=progress, environment=lambda repo: machine)
+        return load_results(workdir), [ln for ln in progress.getvalue().splitlines() if ln.startswith("[")]
+
+    run("a", [gemm_case(4096)])
+    cases = [gemm_case(2048), gemm_case(4096), KNOWN_UNSUPPORTED]
+    res, lines = run("b", cases)
+    assert [r["case_id"] for r in res["rows"]] == [c.case_id for c in cases]
+    assert [ln.split(" ... ")[0].split("] ")[1] for ln in lines] == [
+        "gemm g4096 m=8 bf16 cudnn", "gemm g512 m=8 bf16 cudnn", "gemm g2048 m=8 bf16 cudnn"]
+    assert by_id(res)[gemm_case(4096).case_id]["origin"].startswith("result cache: run ")

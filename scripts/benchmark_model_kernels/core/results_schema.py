@@ -101,6 +101,10 @@ class RunSettings:
     """KV-cache dtypes of the attention cases (--kv_dtypes)."""
     page_size: int = VLLM_BLOCK_SIZE
     """Tokens per KV-cache page of the attention cases (--page_size; vLLM's default block size)."""
+    attention_fill: str = "gpu"
+    """Where the attention cases' K/V caches are drawn: "gpu", the driver's large draws made on the
+    GPU (run/driver_fills.py); "cpu" (--attention_cpu_fill), on the CPU and copied, as FlashInfer's
+    driver does. A results.json without the field drew on the CPU."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSettings:
@@ -123,9 +127,10 @@ class RunSettings:
 #: RunSettings fields that never change a row (where the autotuner keeps its file; how long a
 #: case may take before it is failed; the run's other timing modes: each case has its own).
 #: The attention sweep settings decide which cases exist, not how one is timed (its case carries
-#: its shape), so they are no part of a result-cache key either.
+#: its shape), so they are no part of a result-cache key either; nor is where the K/V cache's
+#: random values are drawn (the same distribution either way, the kernel reads the same bytes).
 UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes", "attention", "kv_lens", "prefill_lens",
-                    "kv_dtypes", "page_size")
+                    "kv_dtypes", "page_size", "attention_fill")
 #: What a results.json written before a setting was recorded was run with: --autotune_buckets
 #: came in with "all" as its only behaviour.
 SETTINGS_BEFORE_RECORDED: dict[str, Any] = {"autotune_buckets": "all"}

@@ -8,7 +8,8 @@ cases spread over several GPUs; `results_file`: results.json and the CSV as rows
 `phases`: the plan-cases-run steps; `progress`: the ETA line;
 `interrupts` and `lifetime`: signals and the worker's group guard); `pool` keeps `worker`
 processes that run FlashInfer's own benchmark driver in-process (`argv` builds its command line,
-`driver_capture` reads its timings, `outcome` turns what came back into a row) and the tool's own
+`driver_capture` reads its timings, `driver_fills` draws an attention case's K/V cache on the
+GPU, `outcome` turns what came back into a row) and the tool's own
 kernels (`kernels/`); `devices` picks the GPUs, `sweep` names the sub-workdir of each run of a
 sweep, `launcher` runs a sweep locally or through Slurm, `cache` is the result cache shared
 across runs, `autotune_file` guards FlashInfer's autotune cache, `roofline` annotates each row.

@@ -22,6 +22,7 @@ from ..kernels.timing import sum_percentiles
 from . import roofline
 from .argv import case_settings, driver_argv, tuning_buckets
 from .cache import ResultCache
+from .driver_fills import GPU_FILL_MIN_NUMEL
 from .flags import Gpu, RunRequest
 from .outcome import Outcome, WorkerReply, classify_driver_case, classify_python_case, read_driver_csv, row_from_case
 from .pool import WorkerPool
@@ -106,6 +107,8 @@ class CaseExecutor:
             buckets = tuning_buckets(case, settings)
             if buckets:
                 req["tuning_buckets"] = list(buckets)
+            if case.kind == "attention" and settings.attention_fill == "gpu":
+                req["gpu_fill_min_numel"] = GPU_FILL_MIN_NUMEL
         else:
             req["case"] = case.to_dict()
         return req, argv
@@ -148,6 +151,22 @@ class CaseExecutor:
         else:
             outcome = classify_python_case(log_text, reply, settings)
         return outcome, argv, req["log_path"]
+
+    def row_at_once(self, case: Case) -> Row | None:
+        """`case`'s row when no worker is needed for it: decided before launch, or a kernel-only
+        case the result cache holds; else None (`run_one` then times it).
+        The runner takes these first, so a run's first rows come in seconds, not after the first
+        timed case's worker start and JIT build."""
+        if case.skip_reason or (case.job == "driver" and not self.flashinfer_repo):
+            return self.run_one(case)
+        if case.with_quant or self.cache is None:
+            return None
+        hit = self.cache.get(self.cache.record(case, case.job, self.settings))
+        if hit is None:
+            return None
+        row = replace(row_from_case(case, hit.outcome), origin=hit.origin)
+        self._append_log(case, None, None, row, hit.origin)
+        return row
 
     def run_one(self, case: Case, slot: int = 0, base: Row | None = None) -> Row:
         """`case`'s row, timed by GPU slot `slot`'s worker where it is timed; `base`: a with_quant

@@ -25,6 +25,7 @@ from ..env.versions import flashinfer_wheel
 from . import devices
 from .autotune_file import foreign_reason, stale_reason
 from .cache import default_cache_dir
+from .driver_fills import GPU_FILL_MIN_NUMEL
 from .pool import has_driver
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_resume_settings, check_workdir
 from .workdir_owner import OWN_NAMES
@@ -188,6 +189,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "--no_attention", action="store_true",
         help="Leave attention out: time only the GEMM and MoE rows, e.g. to compare with a run "
         "made before attention rows existed.")
+    a.add_argument(
+        "--attention_cpu_fill", action="store_true",
+        help="Fill every attention case's K/V cache on the CPU and copy it, as FlashInfer's driver "
+        "does (seconds to a minute per large case), e.g. to cross-check one large cell; by default "
+        f"the driver's draws of {GPU_FILL_MIN_NUMEL:,} elements or more are made on the GPU, from "
+        "the same distribution.")
 
 
 def check_settings(args: argparse.Namespace) -> None:
@@ -250,6 +257,7 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
         prefill_lens=sweep.prefill_lens,
         kv_dtypes=sweep.kv_dtypes,
         page_size=sweep.page_size,
+        attention_fill="cpu" if getattr(args, "attention_cpu_fill", False) else "gpu",
     )
 
 

@@ -6,7 +6,8 @@ it), and `row_from_case` turns Case + Outcome into the results Row.
 
 `classify_driver_case` quotes the driver's own words (research/flashinfer_driver.md sections 1.5,
 1.6 and 2):
-  - a CSV row                                          -> ok (times in ms -> us)
+  - a CSV row                                          -> ok (times in ms -> us; its caveats: not
+    autotuned, K/V filled on the GPU, driver_fills.py)
   - "[ERROR] No backends passed validation/to test"   -> unsupported when every reason printed
     before it ("[INFO] <b> backend does not support this configuration: <Exc>: <msg>",
     "[WARNING] <b> for routine <r> is not supported on compute capability X. Skipping.") is a
@@ -32,6 +33,7 @@ from ..core.results_schema import Row, RunSettings
 from ..kernels.correctness import DRIVER_REFCHECK
 from ..kernels.timing import cupti_fallback_in, cupti_fallback_reason, percentiles
 from .driver_capture import driver_spread
+from .driver_fills import fill_note
 
 _NO_BACKENDS = re.compile(r"\[ERROR\] No backends (?:passed validation|to test)\. Exiting\.")
 _DOES_NOT_SUPPORT = re.compile(r"\[INFO\] (\S+) backend does not support (this configuration: .*|autotune)")
@@ -299,9 +301,9 @@ def classify_driver_case(
         return Outcome("failed", _lost_reason(reply, log_text))
     if RETRY_MARKER in log_text:  # the untuned re-run decides; the first attempt only dropped it
         log_text = log_text.rsplit(RETRY_MARKER, 1)[1]
-    caveat = ""
-    if ans.get("autotune_dropped"):
-        caveat = "not autotuned: the driver cannot autotune this backend"
+    caveat = "; ".join(x for x in (
+        "not autotuned: the driver cannot autotune this backend" if ans.get("autotune_dropped") else "",
+        fill_note(ans.get("gpu_fills") or [])) if x)
     if csv_rows:
         row = pick_row(csv_rows, backend)
         try:
@@ -437,7 +439,7 @@ def row_from_case(case: Case, outcome: Outcome, quant_us: float | None = None) -
         case_id=case.case_id, kind=case.kind, name=case.name, modules="|".join(case.modules),
         layers=case.layers, m=case.m, dtype=case.dtype, backend=case.backend, routine=case.routine,
         variant=case.variant, with_quant=case.with_quant, scheme=case.scheme,
-        vllm_default=case.vllm_default, **shape,
+        vllm_default=case.vllm_default, timed_as=case.timed_as, vllm_runs=case.vllm_runs, **shape,
         median_us=outcome.median_us, std_us=outcome.std_us, quant_us=quant_us,
         status=outcome.status, reason=reason, timer=outcome.timer, mode=case.mode,
         launches_per_call=outcome.launches_per_call, **spread_fields(outcome), **outcome.check,

@@ -90,9 +90,10 @@ def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: I
 
 
 class Runner:
-    """Runs the cases of `results` that have no row yet through `executor` (kernel-only cases
-    first), on one GPU slot or spread over every slot of `executor.devices`, recording each row in
-    `results` with its roofline numbers for `gpu` and a progress line on `progress`."""
+    """Runs the cases of `results` that have no row yet through `executor` (those that need no
+    worker first, then kernel-only cases), on one GPU slot or spread over every slot of
+    `executor.devices`, recording each row in `results` with its roofline numbers for `gpu` and a
+    progress line on `progress`."""
 
     def __init__(self, results: ResultsFile, executor: CaseExecutor, gpu: Gpu | None,
                  progress: TextIO | None = None):
@@ -126,12 +127,22 @@ class Runner:
         self._todo, self._done = todo, 0
         self._estimator, self._t0 = EtaEstimator(), time.monotonic()
         try:
+            # Rows that need no worker first (decided before launch, copied from the result
+            # cache): they come in seconds, before the first timed case's worker start and JIT.
+            timed = []
+            for case in todo:
+                started = time.monotonic()
+                row = self.executor.row_at_once(case)
+                if row is None:
+                    timed.append(case)
+                else:
+                    self.record(case, annotate(row, self.gpu), started)
             if self.slots == 1:
-                for case in todo:
+                for case in timed:
                     started = time.monotonic()
                     self.record(case, self.row_of(case, 0), started)
             else:
-                run_on_every_gpu(self, todo)
+                run_on_every_gpu(self, timed)
         finally:
             self.executor.stop_workers()
         return [self.results.rows[c.case_id] for c in self.cases]
@@ -148,7 +159,8 @@ class Runner:
                 self.results.save()
                 self._saved_at = now
             self._done += 1
-            self._estimator.record(case, time.monotonic() - started)
+            if how != "cache":  # a copied row says nothing of how long the timed ones take
+                self._estimator.record(case, time.monotonic() - started)
             phases.clock().add_job(how, time.monotonic() - started)
             left = [c for c in self._todo if c.case_id not in self.results.rows]
             print(progress_line(self._done, len(self._todo), case, row, time.monotonic() - self._t0,

@@ -10,10 +10,13 @@ Protocol (one JSON object per line):
   parent -> stdin:       {"job": "driver"|"torch"|"quant", "case_id", "log_path", "csv_path",
                           "argv": [...driver argv...], "case": {...}, "settings": {...},
                           "tuning_buckets": [M] (driver cases whose autotuner tunes on M: argv.py),
+                          "gpu_fill_min_numel": N (attention driver cases: their large K/V draws
+                          made on the GPU, driver_fills.py; absent: the driver's own fill),
                           "deadline_s": seconds after which the worker ends itself (optional)}
   worker -> answer fd:   {"case_id", "elapsed_s", "exception", "systemexit", "unsupported",
                           "measurement", "warnings", "autotune_dropped", "poisoned",
-                          "bench_calls" (driver cases: driver_capture.py)}
+                          "bench_calls" (driver cases: driver_capture.py),
+                          "gpu_fills" (the draws made on the GPU, when there were any)}
 The driver prints to stdout/stderr, so both fds are redirected (os.dup2, which also catches native
 output such as JIT builds and faulthandler tracebacks) into the case's log file while it runs; the
 answer goes over a dedicated pipe. The worker never classifies: the parent does (outcome.py), from
@@ -42,6 +45,7 @@ from ..kernels import quant_timing, torch_ops, triton_ops
 from ..kernels.timing import UnsupportedCase
 from . import lifetime
 from .driver_capture import capture_bench_calls
+from .driver_fills import DeviceFill, gpu_fills
 from .outcome import RETRY_MARKER
 
 #: Exception text that means the CUDA context is unusable for every later case.
@@ -98,7 +102,13 @@ def _tuning_scope(buckets: list[int] | None) -> Any:
     return autotune(False, tuning_buckets=tuple(buckets))
 
 
-def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None = None) -> dict[str, Any]:
+def _fill_scope(min_numel: int | None) -> Any:
+    """The attention routines' large K/V draws made on the GPU (driver_fills.py), or a no-op."""
+    return gpu_fills(min_numel) if min_numel else contextlib.nullcontext([])
+
+
+def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None = None,
+                     gpu_fill_min_numel: int | None = None) -> dict[str, Any]:
     fb, fbu = _import_driver()
     try:
         args = fb.parse_args(list(argv))
@@ -108,26 +118,31 @@ def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None =
     # The driver's __main__ writes the header; in-process we write it, from the same column list.
     with open(csv_path, "w") as f:
         f.write(",".join(fbu.full_output_columns) + "\n")
+    fills: list[DeviceFill] = []
     try:
-        with _tuning_scope(buckets), capture_bench_calls(count_eager_launches=True) as calls:
+        with _tuning_scope(buckets), capture_bench_calls(count_eager_launches=True) as calls, \
+                _fill_scope(gpu_fill_min_numel) as fills:
             fb.run_test(args)
+        out: dict[str, Any] = {"bench_calls": calls}
     except SystemExit as e:  # a routine calling sys.exit must not end the worker
         traceback.print_exc()
-        return {"exception": f"SystemExit: the driver called sys.exit({e.code!r})"}
+        out = {"exception": f"SystemExit: the driver called sys.exit({e.code!r})"}
     except Exception as e:  # noqa: BLE001  (mirror the driver's own testlist loop)
         print(f"[ERROR] Error running test: {shlex.join(argv)}")
         print(f"[ERROR] Error: {e}")
         traceback.print_exc()
-        return {"exception": f"{type(e).__name__}: {e}"}
-    return {"bench_calls": calls}
+        out = {"exception": f"{type(e).__name__}: {e}"}
+    if fills:
+        out["gpu_fills"] = [f.to_json() for f in fills]
+    return out
 
 
 def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
     argv = list(req["argv"])
     csv_path = req["csv_path"]
     buckets = req.get("tuning_buckets")
-    out = _run_driver_once(argv, csv_path, buckets)
-    if set(out) != {"bench_calls"} or "--autotune" not in argv or _csv_has_rows(csv_path):
+    out = _run_driver_once(argv, csv_path, buckets, req.get("gpu_fill_min_numel"))
+    if "bench_calls" not in out or "--autotune" not in argv or _csv_has_rows(csv_path):
         return out
     # The driver DROPS a backend it cannot autotune ("[INFO] <b> backend does not support
     # autotune") instead of timing it untuned; retry such a case without --autotune.
@@ -139,7 +154,8 @@ def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
     if "does not support autotune" not in printed:
         return out
     print(RETRY_MARKER)
-    out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path, buckets)
+    out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path, buckets,
+                           req.get("gpu_fill_min_numel"))
     out["autotune_dropped"] = True
     return out
 
