@@ -98,7 +98,8 @@ def test_a_run_times_each_layout_and_writes_the_deployment(monkeypatch, tmp_path
                    "--num_iters", "3", "--dry_run_iters", "1", "--no_autotune"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert sorted(os.listdir(workdir)) == ["deployment.json", "fig_pareto_ctx256.png", "report.md", "tp1_dp2", "tp2"]
+    assert sorted(n for n in os.listdir(workdir) if not n.startswith(".")) == [
+        "deployment.json", "fig_pareto_ctx256.png", "report.md", "tp1_dp2", "tp2"]
     doc = json.load(open(workdir / "deployment.json"))
     jsonschema.validate(doc, json.load(open(os.path.join(ROOT, "references", "deployment.schema.json"))))
     assert [(x["label"], x["status"], x["workdir"]) for x in doc["layouts"]] == [
@@ -112,9 +113,45 @@ def test_a_run_times_each_layout_and_writes_the_deployment(monkeypatch, tmp_path
     assert tp2["communication_us"]["source"].startswith("typical, not measured here")
     for c in (dp2, tp2):
         assert c["step_us"]["value"] > 0 and c["gemm_us"]["label"] == "measured"
-        assert c["gemm_us"]["source"].startswith(str(workdir / c["layout"] / "results.json"))
+        assert c["gemm_us"]["source"].startswith(f"{c['layout']}/results.json: ")  # relative to deployment.json
     report = open(workdir / "report.md").read()
     best = doc["answers"][0]["best"]
     assert f"- **B=4, context 256**: **{best['label']}, BF16**: " in report
     assert "## Communication per step (recipe bf16, context 256)" in report and "### TP=2" in report
     assert "deployment: " in out and "##### layout 2/2: TP=2 -> " in out
+
+
+def test_assemble_only_rereads_the_runs_without_a_gpu(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(flags, "detect_gpu", lambda: ("NVIDIA H200", (9, 0)))
+    monkeypatch.setattr(environment, "collect", lambda repo=None, **kw: {"versions": {"driver": "570.1",
+                                                                                      "torch": "2.11.0"}})
+    model = write_tiny_llama(tmp_path / "tiny")
+    workdir = tmp_path / "deploy"
+    base = [str(model), "--gpus", "2xH200", "--batch", "4", "--context", "256", "--recipes", "bf16"]
+    assert cli.main([*base, "--workdir", str(workdir), "--flashinfer_repo", FAKE_REPO, "--backends", "cudnn",
+                     "fa2", "--num_iters", "3", "--dry_run_iters", "1", "--no_autotune"]) == 0
+    monkeypatch.setattr(flags, "detect_gpu", lambda: None)  # no GPU from here on
+    rows_before = {p: os.path.getmtime(workdir / p / "results.json") for p in ("tp1_dp2", "tp2")}
+    capsys.readouterr()
+    assert cli.main([*base, "--workdir", str(workdir), "--assemble_only", "--routing", "zipf:1.2",
+                     "--out", str(workdir / "zipf")]) == 0
+    doc = json.load(open(workdir / "zipf" / "deployment.json"))
+    assert doc["workload"]["routing"] == "zipf s=1.2"
+    assert {x["workdir"] for x in doc["layouts"]} == {"../tp1_dp2", "../tp2"}
+    assert all(c["gemm_us"]["source"].startswith(f"../{c['layout']}/results.json: ") for c in doc["cells"])
+    assert json.load(open(workdir / "deployment.json"))["workload"]["routing"] == "uniform"  # left alone
+    assert rows_before == {p: os.path.getmtime(workdir / p / "results.json") for p in rows_before}
+    assert "##### layout" not in capsys.readouterr().out  # nothing timed
+    assert cli.main([*base, "--workdir", str(tmp_path / "empty"), "--assemble_only"]) == EXIT_USAGE
+    assert capsys.readouterr().err.startswith(f"error: --workdir={tmp_path / 'empty'}: holds no layout's results.json")
+
+
+def test_a_quantized_recipe_times_bf16_too_for_the_modules_vllm_keeps_in_bf16():
+    from benchmark_model_kernels.deploy.layouts import PlanOptions, layout_plans, parse_gpus
+    from benchmark_model_kernels.deploy.view import Workload
+
+    work = Workload((8,), (4096,), ("bf16", "fp8"))
+    plans = {lp.label: lp for lp in layout_plans(PlanOptions("llama-3.1-70b"), parse_gpus("8xH200"), work.recipes)}
+    assert cli.timed_recipes(plans["TP=1 DP=8"], work) == ("bf16", "fp8")  # BF16 weights do not fit, lm_head is BF16
+    assert cli.timed_recipes(plans["TP=8"], work) == ("bf16", "fp8")
+    assert cli.timed_recipes(plans["TP=8"], Workload((8,), (4096,), ("fp8",))) == ("bf16", "fp8")

@@ -117,6 +117,7 @@ def test_refused_layouts_have_a_reason_in_every_cell(eight_gpus):
     for c in (c for c in eight_gpus.cells if c.label == "TP=1 DP=8"):
         assert not c.fits and c.step.value is None and c.step.reason.startswith("not planned: ")
         assert c.refused == c.step.reason == c.fit_reason
+        assert c.comm.value is None and c.comm.reason == c.refused
 
 
 @pytest.mark.parametrize("which", ["one_gpu", "eight_gpus"])

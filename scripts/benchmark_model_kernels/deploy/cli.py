@@ -27,7 +27,7 @@ from ..core.results_schema import RESULTS_JSON, load_results
 from ..plan import memory
 from ..run import flags, runner
 from ..run.interrupts import is_interrupt_exit, stop_signals_exit
-from ..run.workdir import check_workdir
+from ..run.workdir import check_workdir, make_workdir
 from .collectives import ALL2ALL_BACKENDS
 from .comm_times import CommModel
 from .layouts import Cluster, LayoutPlan, MemorySettings, PlanOptions, layout_plans, parse_gpus
@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", metavar="DIR", type=path_arg("--workdir"),
                    help="where each layout's run (<workdir>/<layout>/), deployment.json and report.md go, e.g. "
                         "--workdir runs/qwen3-8xh200")
+    p.add_argument("--assemble_only", action="store_true",
+                   help="time nothing (no GPU needed): write deployment.json and report.md from the layouts' "
+                        "results.json already in --workdir, e.g. with another --routing or --nccl_tests")
+    p.add_argument("--out", metavar="DIR", type=path_arg("--out"), default=None,
+                   help="where deployment.json, report.md and the figure go, e.g. --out runs/qwen3-8xh200/zipf "
+                        "(default --workdir); the numbers' sources are paths relative to it")
     r = p.add_argument_group("timing each layout (the run flags of benchmark_model.py)")
     r.add_argument("--flashinfer_repo", metavar="PATH", type=path_arg("--flashinfer_repo"),
                    help="FlashInfer checkout whose benchmarks/ driver times the cases, e.g. --flashinfer_repo "
@@ -160,7 +166,10 @@ def timed_ms(lp: LayoutPlan, work: Workload) -> tuple[int, ...]:
 
 
 def timed_recipes(lp: LayoutPlan, work: Workload) -> tuple[str, ...]:
-    return tuple(r for r in work.recipes if lp.fits_recipe(r))
+    """The recipes whose weights fit one rank, and BF16 with any of them: a quantized step counts the
+    modules vLLM keeps in BF16 (router, lm_head: vllm_rules/layers.py) at their BF16 rows."""
+    fitting = tuple(r for r in work.recipes if lp.fits_recipe(r))
+    return fitting if not fitting or "bf16" in fitting else ("bf16", *fitting)
 
 
 def layout_cases(lp: LayoutPlan, work: Workload, args: argparse.Namespace, cluster: Cluster,
@@ -207,7 +216,7 @@ def comm_model(args: argparse.Namespace, layouts: Sequence[LayoutPlan], work: Wo
 
     files = [read_nccl_tests(p) for p in args.nccl_tests]
     measured: dict[int, Any] = {}
-    here = 0 if args.dry_run or args.no_measure_comm else gpus_here()
+    here = 0 if args.dry_run or args.assemble_only or args.no_measure_comm else gpus_here()
     if here >= 2:
         wanted = [c for lp in layouts if lp.runnable and lp.plan is not None for b in work.batches
                   for r in work.recipes
@@ -229,42 +238,58 @@ def comm_sources(args: argparse.Namespace, cluster: Cluster, model: CommModel) -
     return tuple(out)
 
 
-def _run_layouts(args: argparse.Namespace, layouts: Sequence[LayoutPlan], work: Workload) -> tuple[int, dict[str, str]]:
-    """Time each runnable layout into its sub-workdir; (exit code, layout name -> sub-workdir). A stop
-    signal ends the sweep with its exit code (the layouts timed so far keep their rows)."""
+def _run_layouts(args: argparse.Namespace, layouts: Sequence[LayoutPlan], work: Workload) -> int:
+    """Time each runnable layout into <workdir>/<layout>/; the exit code. A stop signal ends the sweep
+    with its exit code (the layouts timed so far keep their rows)."""
     from ..doctor import environment
 
     todo = [(lp, lp.plan) for lp in layouts if lp.runnable and lp.plan is not None and timed_ms(lp, work)]
     requests = [(lp, plan, flags.validate_args(run_args(args, lp, work))) for lp, plan in todo]  # every flag first
-    rc, subs = 0, dict[str, str]()
+    make_workdir(args.workdir)  # the folder of the layouts' workdirs: the tool's, marked as such
+    rc = 0
     for i, (lp, plan, request) in enumerate(requests, 1):
         print(f"\n##### layout {i}/{len(requests)}: {lp.label} -> {request.workdir}", flush=True)
         code = cli_main(functools.partial(runner.run_from_request, request, plan,
                                           environment=environment.collect, report=None))
         if is_interrupt_exit(code):
-            return code, subs
+            return code
         rc = max(rc, code)
-        subs[lp.name] = lp.name
-    return rc, subs
+    return rc
 
 
 def deployment_of(args: argparse.Namespace, layouts: Sequence[LayoutPlan], work: Workload, target: Target,
-                  subs: dict[str, str]) -> Deployment:
-    """Every layout's cells, from the results.json its run wrote."""
-    cells = []
+                  out: str) -> Deployment:
+    """Every layout's cells, from the results.json its run wrote into <workdir>/<layout>/; the paths
+    deployment.json names are relative to `out`, the folder it is written to."""
+    cells, subs = [], {}
     for lp in layouts:
-        path = os.path.join(args.workdir, subs[lp.name], RESULTS_JSON) if lp.name in subs else ""
-        results = load_results(path) if path and os.path.isfile(path) else None
-        cells += assemble(LayoutRun(lp, results, path or f"{lp.name} (not timed)"), work, target)
+        path = os.path.join(args.workdir, lp.name, RESULTS_JSON)
+        results = load_results(path) if lp.runnable and os.path.isfile(path) else None
+        if results is not None:
+            subs[lp.name] = os.path.relpath(os.path.dirname(path), out)
+        source = os.path.relpath(path, out) if results is not None else f"{lp.name} (not timed)"
+        cells += assemble(LayoutRun(lp, results, source), work, target)
     return Deployment(args.model, target.cluster, work, tuple(layouts), tuple(cells), tuple(sys.argv),
-                      dict(subs), args.all2all_backend)
+                      subs, args.all2all_backend)
+
+
+def check_assemble_only(args: argparse.Namespace) -> None:
+    """--assemble_only reads a deployment's workdir: it must hold a layout's run."""
+    if args.dry_run:
+        raise UsageError("--assemble_only", "(given)", "contradicts --dry_run; give one of them")
+    if not args.workdir or not os.path.isdir(args.workdir) or not any(
+            os.path.isfile(os.path.join(args.workdir, name, RESULTS_JSON)) for name in os.listdir(args.workdir)):
+        raise UsageError("--workdir", args.workdir, "holds no layout's results.json to assemble; give the --workdir "
+                         "of an earlier deploy.py run, or drop --assemble_only to time the layouts")
 
 
 def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     cluster = parse_gpus(args.gpus)
     work = workload_from_args(args)
-    if not args.dry_run:
+    if args.assemble_only:
+        check_assemble_only(args)
+    elif not args.dry_run:
         if not args.workdir:
             raise UsageError("--workdir", None, "is required to time the layouts, e.g. --workdir runs/deploy; "
                              "or add --dry_run to print them only")
@@ -282,15 +307,22 @@ def _main(argv: list[str]) -> int:
         return 0
     model = comm_model(args, layouts, work)
     comm = Communication(model, cluster.kind.comm_system, args.all2all_backend)
-    rc, subs = _run_layouts(args, layouts, work)
-    if is_interrupt_exit(rc):
-        print("stopped: the layouts timed so far keep their rows; the same command plus --resume continues",
-              file=sys.stderr)
-        return rc
-    dep = replace(deployment_of(args, layouts, work, Target(cluster, comm), subs),
+    rc = 0
+    if not args.assemble_only:
+        rc = _run_layouts(args, layouts, work)
+        if is_interrupt_exit(rc):
+            print("stopped: the layouts timed so far keep their rows; the same command plus --resume continues",
+                  file=sys.stderr)
+            return rc
+    out = args.out or args.workdir
+    os.makedirs(out, exist_ok=True)
+    dep = replace(deployment_of(args, layouts, work, Target(cluster, comm), out),
                   comm_sources=comm_sources(args, cluster, model))
-    print(f"deployment: {write_deployment(dep, args.workdir)}")
-    print(f"report: {write_report(dep, args.workdir)}")
+    print(f"deployment: {write_deployment(dep, out)}")
+    try:
+        print(f"report: {write_report(dep, out)}")
+    except Exception as e:  # noqa: BLE001  (the report is derived: deployment.json holds every number)
+        print(f"warning: report not written: {type(e).__name__}: {e}", file=sys.stderr)
     return rc
 
 
@@ -299,4 +331,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["build_parser", "workload_from_args", "timed_ms", "timed_recipes", "layout_cases", "run_args",
-           "check_gpu_here", "comm_model", "deployment_of", "main", "PASSED_THROUGH"]
+           "check_gpu_here", "comm_model", "deployment_of", "check_assemble_only", "main", "PASSED_THROUGH"]

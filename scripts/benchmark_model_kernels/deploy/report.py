@@ -153,13 +153,14 @@ def pareto_figure(dep: Deployment, context: int, folder: str) -> str | None:
     markers = "o^sDvP*X"
     colors = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    for c in cells:
-        x, y = c.per_sequence.value or 0.0, c.per_gpu.value or 0.0
-        ax.scatter([x], [y], color=colors(layouts.index(c.label) % 10), marker=markers[recipes.index(c.recipe_key) % 8],
-                   s=46, zorder=3)
-        ax.annotate(f"B={c.batch}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
     points = [(c.per_sequence.value or 0.0, c.per_gpu.value or 0.0) for c in cells]
     front = pareto_front(points)
+    for i, c in enumerate(cells):
+        x, y = points[i]
+        ax.scatter([x], [y], color=colors(layouts.index(c.label) % 10), marker=markers[recipes.index(c.recipe_key) % 8],
+                   s=46, zorder=3)
+        if i in front:  # the points off the front cluster by B; the front's carry its label
+            ax.annotate(f"B={c.batch}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
     ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="#444444", lw=1, ls="--",
             zorder=2, label="Pareto front")
     for i, label in enumerate(layouts):
@@ -168,7 +169,7 @@ def pareto_figure(dep: Deployment, context: int, folder: str) -> str | None:
         ax.scatter([], [], color="#777777", marker=markers[i % 8], label=recipe_label(key))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("tokens/s per sequence (one decode step)")
+    ax.set_xlabel("tokens/s per sequence (one decode step; B labels the Pareto front's points)")
     ax.set_ylabel("tokens/s per GPU")
     ax.set_title(f"{dep.model} on {dep.cluster.label}, context {context}: one decode step per layout and recipe",
                  fontsize=9)
@@ -207,7 +208,7 @@ def report_lines(dep: Deployment, figures: Sequence[tuple[int, str]]) -> list[st
     else:
         lines += ["No figure: no cell fits and has a step time.", ""]
     lines += ["## What is measured and what is modelled", "",
-              f"- {MEASURED_TEXT}; per module the {BASIS_WORDS.get(work.basis, work.basis)}.",
+              f"- {MEASURED_TEXT}; per module: {BASIS_WORDS.get(work.basis, work.basis)}.",
               f"- {MODELLED_TEXT}.",
               "- Communication sources, in order of preference: " + ("; ".join(dep.comm_sources) or "none") + ".",
               f"- Routing `{work.routing_text}`: under expert parallelism the step waits for the EP rank with the "
@@ -221,7 +222,8 @@ def report_lines(dep: Deployment, figures: Sequence[tuple[int, str]]) -> list[st
         lines += ["## Per-layout runs", "",
                   "Each layout's per-rank cases were timed into its own workdir (results.json; "
                   "`scripts/report.py <workdir>` renders its kernel report):", ""]
-        lines += [f"- {name}: `{path}`" for name, path in dep.workdirs.items()] + [""]
+        labels = {lp.name: lp.label for lp in dep.layouts}
+        lines += [f"- {labels.get(name, name)}: `{path}`" for name, path in dep.workdirs.items()] + [""]
     if dep.command:
         lines += ["Command: `" + " ".join(dep.command) + "`", ""]
     return lines

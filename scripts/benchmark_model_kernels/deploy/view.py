@@ -314,7 +314,10 @@ def assemble(run: LayoutRun, work: Workload, target: Target) -> list[StepCell]:
             lines: tuple[CommLine, ...] = ()
             if planned and target.comm is not None and lp.plan is not None:
                 lines = target.comm.lines(lp.plan, lp.layout, m, key)
-            comm = comm_total(lines) if target.comm is not None else Quantity.missing("no communication model")
+            if not planned:
+                comm = Quantity.missing(no_results)
+            else:
+                comm = comm_total(lines) if target.comm is not None else Quantity.missing("no communication model")
             imbalance = (moe_imbalance(lp.plan, lp.layout, tokens, work) if planned and lp.plan is not None
                          else Quantity.missing(no_results))
             for context in work.contexts:
