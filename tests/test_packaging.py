@@ -181,7 +181,8 @@ def test_pyproject_console_scripts_import():
 
 
 def test_thin_cli_scripts_exist():
-    for script in ("benchmark_model.py", "benchmark_via_builtin.py", "check_env.py", "report.py", "deploy.py"):
+    for script in ("benchmark_model.py", "benchmark_via_builtin.py", "check_env.py", "report.py", "deploy.py",
+                   "tune_moe.py"):
         text = read(os.path.join("scripts", script))
         assert "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))" in text, script
         assert len(text.splitlines()) < 30, f"{script} should stay a thin CLI"
@@ -248,7 +249,7 @@ FOREIGN_FLAGS = {"--tensor-parallel-size", "--data-parallel-size", "--enable-exp
 def test_every_flag_the_docs_mention_exists_in_some_cli(doc):
     """Catches prose drift such as --trust_remote_code vs --trust-remote-code."""
     helps = " ".join(_help(s) for s in ("benchmark_model.py", "benchmark_via_builtin.py",
-                                        "check_env.py", "report.py", "deploy.py"))
+                                        "check_env.py", "report.py", "deploy.py", "tune_moe.py"))
     mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*[a-z0-9]", read(doc))) - FOREIGN_FLAGS
     unknown = sorted(f for f in mentioned if not re.search(rf"(^|[\s\[]){re.escape(f)}\b", helps))
     assert not unknown, f"{doc} mentions flags no CLI has: {unknown}"

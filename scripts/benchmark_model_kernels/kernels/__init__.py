@@ -8,5 +8,6 @@ kernels in `triton_fp8_gemm_kernels`), with `triton_tuning` (the tile search and
 `triton_import` (Triton, or a placeholder where it is missing, for the kernel modules);
 `quant_timing` times the activation quantization a `+quant` row adds (its FP8 Triton kernels in
 `fp8_quant_kernels`); `correctness` checks each result against a reference. In: a `Case`; out: a
-`Measurement`.
+`Measurement`. `moe_tuning` searches the fused MoE's tiles per token count over vLLM's tuner space
+and times them beside vLLM's shipped and default tiles (for vLLM's tuned-config files).
 """
