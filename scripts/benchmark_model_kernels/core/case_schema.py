@@ -33,6 +33,15 @@ PHASES = ("decode", "prefill")
 #: activation (--moe_activation) and an MoE row of a results.json without its `gated` field.
 NON_GATED_ACTIVATIONS = frozenset({"Relu2", "Relu", "Gelu", "Silu", "Identity"})
 
+#: What a timed row is relative to vLLM's default kernel for its layer (Case.timed_as), decided by
+#: vllm_rules/dispatch.py: timed_label: vLLM's kernel (the same code path); vLLM's kernel design
+#: (this tool's Triton code of vLLM's algorithm) with vLLM's tile choice, or with tiles this tool
+#: searched (what vLLM runs with a tuned config file); a fallback (a kernel vLLM runs elsewhere:
+#: later in the same priority list, another GPU or shape); a stand-in (timed in place of a default
+#: no row can time); a comparison (a kernel vLLM does not run for this layer).
+TIMED_LABELS = ("vllm_kernel", "vllm_design_vllm_tiles", "vllm_design_tuned_tiles", "fallback", "stand_in",
+                "comparison")
+
 #: KV lengths a decode case reads when --kv_lens is not given: a short chat turn, a long one, and a
 #: long-context request.
 DEFAULT_KV_LENS = (1024, 8192, 32768)
@@ -172,6 +181,13 @@ class Case:
     """How this row relates to the kernel vLLM dispatches by default for its layer kind, recipe
     and scheme on the GPU it runs on (vllm_rules/dispatch.py): "same" (that kernel), "design"
     (vLLM's algorithm in this tool's code), "" (a comparison, or the GPU is not known yet)."""
+    timed_as: str = ""
+    """What this row times relative to vLLM's default kernel for its layer on the GPU it runs on,
+    decided once by the case builder from vllm_rules/dispatch.py (timed_label): "vllm_kernel",
+    "vllm_design_vllm_tiles", "vllm_design_tuned_tiles", "fallback", "stand_in" or "comparison"
+    (TIMED_LABELS); "" when the GPU has no table or is not known yet."""
+    vllm_runs: str = ""
+    """What vLLM runs for this layer instead, when `timed_as` is neither vLLM's kernel nor its design."""
 
     mode: str = "graph"
     """"graph" (CUDA-graph replay) or "eager" (plain launches); eager ids end in ".eager"."""

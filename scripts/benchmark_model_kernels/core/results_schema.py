@@ -39,7 +39,14 @@ import secrets
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Iterable
 
-from .case_schema import DEFAULT_KV_LENS, KV_DTYPES, NON_GATED_ACTIVATIONS, VLLM_BLOCK_SIZE, AttentionSweep
+from .case_schema import (
+    DEFAULT_KV_LENS,
+    KV_DTYPES,
+    NON_GATED_ACTIVATIONS,
+    TIMED_LABELS,
+    VLLM_BLOCK_SIZE,
+    AttentionSweep,
+)
 from .errors import shown_value
 from .plan_schema import PlanError, validate_plan_dict
 
@@ -182,6 +189,11 @@ class Row:
     vllm_default: str = ""
     """"same": the kernel vLLM dispatches by default for this layer kind, recipe and scheme on
     this GPU; "design": vLLM's algorithm in this tool's code; "": a comparison row."""
+    timed_as: str = ""
+    """What the row times relative to vLLM's default kernel (case_schema.Case.timed_as); "" in
+    rows written before it, which the report derives (report/row_facts.py)."""
+    vllm_runs: str = ""
+    """What vLLM runs for this layer instead, when the row is not vLLM's kernel or design."""
     # --- GEMM shape (None for MoE rows)
     n: int | None = None
     k: int | None = None
@@ -301,7 +313,7 @@ CSV_COLUMNS = RUN_COLUMNS + ROW_COLUMNS
 #: Row field -> the strings it may hold.
 ROW_CHOICES: dict[str, tuple[str, ...]] = {"kind": ("gemm", "moe", "attention"), "status": STATUSES,
                                            "timer": TIMERS, "mode": (*MODES, ""), "check": CHECKS,
-                                           "phase": ("decode", "prefill", "")}
+                                           "phase": ("decode", "prefill", ""), "timed_as": (*TIMED_LABELS, "")}
 #: Row int fields that count something (at least 1); the other int fields are sizes >= 0.
 ROW_POSITIVE = ("layers", "m")
 #: Top-level results.json keys besides schema_version and rows -> the JSON type they hold.

@@ -57,7 +57,8 @@ from .outcome import Outcome
 
 CACHE_FORMAT = 1
 #: Case fields that label a row and never change its number.
-LABEL_FIELDS = ("case_id", "name", "modules", "layers", "vllm_default", "skip_reason")
+LABEL_FIELDS = ("case_id", "name", "modules", "layers", "vllm_default", "timed_as", "vllm_runs",
+                "skip_reason")
 #: Case fields the key's other fields decide (the activation format: routine, backend, variant,
 #: recipe and physical M), so they add nothing to it.
 DERIVED_FIELDS = ("activation_quant",)
