@@ -48,13 +48,19 @@ def render_backends() -> str:
 def render_vllm_defaults() -> str:
     match = {"same": "the same kernel", "design": "vLLM's design, this tool's Triton code", "": "none"}
     ep = {None: "any", True: "EP > 1", False: "no EP"}
+    refined = {None: "", True: "; shard refined", False: "; 128x128 blocks"}
     rows = []
     for r in dp.VLLM_DEFAULTS:
         timed = (f"{_code(r.backend)} {_code(r.routine)}".strip() + f": {match[r.match]}"
                  if r.match else f"none: {r.missing}")
-        rows.append((r.family, r.kind, r.recipe, r.scheme, ep[r.ep_only], r.kernel, timed))
+        if r.closest:
+            timed += f"; closest timed: {_code(r.closest[0])} {_code(r.closest[1])}"
+        scheme = r.scheme + (f" ({r.activation_scales} activation scales)" if r.activation_scales else "")
+        rows.append((r.family, r.kind, r.recipe, scheme, ep[r.ep_only] + refined[r.refined], r.kernel,
+                     _code(r.vllm_kernel) + (f", acts {_code(r.activation_quant)}" if r.activation_quant else ""),
+                     timed))
     return _table(("GPU", "kind", "recipe", "FP8 scheme", "parallel", "vLLM runs by default",
-                   "row that times it"), rows)
+                   "vLLM's selection answers", "row that times it"), rows)
 
 
 def render_quant_formats() -> str:

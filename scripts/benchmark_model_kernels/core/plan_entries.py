@@ -52,6 +52,10 @@ class ModelInfo:
     from its `quantization_config` (vllm_rules.quant_config.checkpoint_fp8_scheme)."""
     fp8_scheme_source: str = ""
     """Why `fp8_scheme` is what it is (the config keys read, or vLLM's online FP8)."""
+    fp8_activation_scales: str = ""
+    """Where vLLM takes a per-tensor FP8 layer's activation scales from: "static" (the checkpoint's)
+    or "dynamic" (computed on every call, as vLLM's online fp8_per_tensor does)
+    (vllm_rules.quant_config.per_tensor_activation_scales); "" in plans written before the field."""
     tie_word_embeddings: bool | None = None
     """The lm_head shares the input embedding's tensor (config `tie_word_embeddings`, as vLLM's
     model classes read it); None in plans written before the field (memory then counts both)."""

@@ -24,7 +24,7 @@ from ..vllm_rules.architectures import vllm_refusal
 from ..vllm_rules.config import config_value, recorded_reads
 from ..vllm_rules.layout import Layout
 from ..vllm_rules.moe import vllm_moe_layers
-from ..vllm_rules.quant_config import checkpoint_fp8_scheme
+from ..vllm_rules.quant_config import checkpoint_fp8_scheme, per_tensor_activation_scales
 from ..vllm_rules.required_keys import alternatives, family_keys, plan_keys
 from . import config_checks, roles
 from .items import Context, Dims, Item, LayerPlan, LayerScan, MoeItem
@@ -234,11 +234,13 @@ class Planner:
         attention, mixers = merge_mixers(per_layer)
         per_m = sharding.moe_tokens_per_m(layout)
         moes = tuple(replace(e, tokens_per_m=per_m) for e in moes)
-        scheme, why = checkpoint_fp8_scheme(getattr(self.cfg, "quantization_config", None))
+        quantization = getattr(self.cfg, "quantization_config", None)
+        scheme, why = checkpoint_fp8_scheme(quantization)
         info = ModelInfo(**{**info.__dict__, "notes": tuple(info.notes) + tuple(self.notes),
                             "num_hidden_layers": len(layers), "hidden_size": self.hidden,
                             "vocab_size": int(config_value(self.cfg, "vocab_size", default=0)),
                             "fp8_scheme": scheme, "fp8_scheme_source": why,
+                            "fp8_activation_scales": per_tensor_activation_scales(quantization),
                             "tie_word_embeddings": bool(getattr(self.cfg, "tie_word_embeddings", False))})
         return Plan(model=info, tp=layout.tp, ep=layout.ep, gemms=gemms, moe=moes, attention=attention,
                     mixers_not_timed=mixers, unsupported=unsup)

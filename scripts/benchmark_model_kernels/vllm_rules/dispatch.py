@@ -1,20 +1,40 @@
 """Which kernel vLLM dispatches by default, per (GPU family, layer kind, recipe, FP8 scheme).
 
 vLLM picks a kernel per layer from a priority list and the first one whose support check passes
-wins. This table records that first choice for a default install (no environment overrides), and
+wins. This table records that first choice for a default install of vLLM `VLLM_VERSION` (no
+environment overrides; FlashInfer and vLLM's bundled DeepGEMM usable), in vLLM's own name
+(`vllm_kernel`: the linear kernel class or the MoE backend its selection function returns), and
 which of this tool's rows times exactly that kernel (`same`), the same algorithm in this tool's
-own code (`design`), or nothing (then `missing` says why no row can be it). The report leads with
-these cells; every other row is a comparison, never "what vLLM runs".
+own code (`design`), or nothing (then `missing` says why, and `closest` names the timed row the
+report shows instead). The report leads with these cells; every other row is a comparison, never
+"what vLLM runs". `timed_label` turns a row into what it times relative to vLLM (TIMED_LABELS).
+
+The table is checked against vLLM itself: crosscheck/vllm_dispatch.py asks vLLM's selection code
+on a faked GPU, benchmarks/vllm_dispatch_fidelity.py writes the answers with this table beside them
+(examples/vllm_fidelity/), and a `vllm`-marker test fails on any disagreement.
 
 Sources (vLLM 0.33.0):
 - dense: vllm/model_executor/layers/utils.py: dispatch_unquantized_gemm (F.linear);
-  vllm/model_executor/kernels/linear/__init__.py: _POSSIBLE_*_KERNELS (priority order);
-  .../scaled_mm/cutlass.py: CutlassFP8ScaledMMLinearKernel (CC >= 89, ops.cutlass_scaled_mm);
-  .../scaled_mm/flashinfer.py: FlashInferFP8ScaledMMLinearKernel (CC >= 100, per-tensor only).
-- MoE: vllm/model_executor/layers/fused_moe/oracle/unquantized.py (Hopper prefers Triton),
-  oracle/fp8.py: _get_priority_backends, select_fp8_moe_backend (FlashInfer TRTLLM, then
-  FlashInfer CUTLASS, DeepGEMM, Triton; block-128 on SM90 moves Triton first for TP and
-  FlashInfer CUTLASS first for EP), oracle/nvfp4.py (Marlin W4A16 below SM100).
+  vllm/model_executor/kernels/linear/__init__.py: init_fp8_linear_kernel, init_nvfp4_linear_kernel
+  and the _POSSIBLE_*_KERNELS priority lists; .../scaled_mm/cutlass.py: CutlassFP8ScaledMMLinearKernel
+  (any activation scales); .../scaled_mm/flashinfer.py: FlashInferFP8ScaledMMLinearKernel (CC >= 100,
+  per-tensor weights and activations only), FlashInferFp8DeepGEMMDynamicBlockScaledKernel (FlashInfer
+  for M < 32, DeepGEMM above); quantization/utils/humming/priority.py: prefers_humming (Humming
+  ahead of Marlin on SM90).
+- activation scales: quantization/fp8.py: Fp8LinearMethod (static checkpoint scales stay static;
+  dynamic ones go per token where cutlass_fp8_supported()) and Fp8MoEMethod (per tensor, dynamic
+  unless static); online/fp8.py: Fp8PerTensorOnlineLinearMethod (per token where CUTLASS FP8 is
+  supported), Fp8PerTensorOnlineMoEMethod (dynamic per tensor).
+- MoE: fused_moe/oracle/unquantized.py (Hopper prefers Triton); oracle/fp8.py:
+  _get_priority_backends, select_fp8_moe_backend (FlashInfer TRTLLM, FlashInfer CUTLASS, DeepGEMM,
+  vLLM CUTLASS where the caller allows it (compressed-tensors and online per-channel do), Triton;
+  block-128 on SM90 moves Triton first for TP and FlashInfer CUTLASS first for EP),
+  refine_fp8_moe_block_shape (a block-128 checkpoint whose per-rank intermediate size 128 does not
+  divide is refined to gcd(128, I_r, H) >= 32, which only Triton takes); the experts' own checks:
+  experts/flashinfer_cutlass_moe.py: FlashInferExperts (static per-tensor activations or blocks),
+  experts/cutlass_moe.py: CutlassExpertsFp8 (SM 9.0-10.x, channel weights with per-token
+  activations), experts/triton_cutlass_moe.py: TritonOrCutlassExperts (Triton for M <= 8 on
+  SM100); oracle/nvfp4.py: select_nvfp4_moe_backend.
 - attention (`VLLM_ATTENTION_DEFAULTS`): vllm/platforms/cuda.py: _get_backend_priorities (the
   first backend of the list whose checks pass); what vLLM's FLASHINFER backend calls:
   vllm/v1/attention/backends/flashinfer.py (_get_flashinfer_trtllm_api_decode_kernel: XQA on
@@ -28,7 +48,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.case_schema import TIMED_LABELS
 from .quant_config import FP8_SCHEMES
+
+#: The vLLM release this table matches (checked by the `vllm`-marker test with that release).
+VLLM_VERSION = "0.33.0"
+
+#: Activation scales of a per-tensor FP8 layer: from the checkpoint ("static") or computed per call
+#: ("dynamic": a checkpoint with activation_scheme dynamic, or vLLM's online `fp8_per_tensor`).
+ACTIVATION_SCALES = ("static", "dynamic")
+
+#: (backend, routine) of one kind of timed row.
+RowKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -38,13 +69,17 @@ class VllmDefault:
     family: str
     """"sm90" (H100/H200) or "sm100" (B200/GB200)."""
     kind: str
-    """"gemm" or "moe"."""
+    """"gemm", "moe" or "router" (the MoE router GEMM, where it differs from the dense layers)."""
     recipe: str
     """"bf16", "fp8" or "nvfp4"."""
     scheme: str
     """FP8 scheme (FP8_SCHEMES) or "" for the other recipes."""
     kernel: str
-    """What vLLM runs, in vLLM's words."""
+    """What vLLM runs, in words."""
+    vllm_kernel: str
+    """What vLLM's selection code returns, in vLLM's names: the linear kernel class
+    (init_fp8_linear_kernel, init_nvfp4_linear_kernel), `default_unquantized_gemm`
+    (dispatch_unquantized_gemm), or the MoE backend ("Fp8MoeBackend.TRITON"; select_*_moe_backend)."""
     backend: str = ""
     """This tool's backend label whose rows time it ("" when none does)."""
     routine: str = ""
@@ -53,58 +88,128 @@ class VllmDefault:
     """"same" (the kernel vLLM calls), "design" (vLLM's algorithm, this tool's own code) or ""."""
     missing: str = ""
     """Why no row is vLLM's kernel, when `match` is ""."""
+    closest: RowKey | None = None
+    """Where no row is vLLM's kernel: the timed row the report shows in its place."""
+    fallbacks: tuple[RowKey, ...] = ()
+    """Rows that time a kernel vLLM runs elsewhere (later in the same priority list, on another GPU
+    or shape)."""
     ep_only: bool | None = None
     """True/False: the rule applies only with/without expert parallelism; None: always."""
+    activation_scales: str = ""
+    """Per-tensor FP8: the rule for "static" or "dynamic" activation scales (ACTIVATION_SCALES);
+    "" for the other schemes (always dynamic)."""
+    refined: bool | None = None
+    """Block-128 FP8 MoE: True/False: the rule applies only when vLLM refines / keeps the 128x128
+    blocks (oracle/fp8.py: refine_fp8_moe_block_shape); None: always."""
+    activation_quant: str = ""
+    """FP8: the activation quantization vLLM sets the kernel up for, in vLLM's names
+    (vllm/config/quantization.py: QUANT_KEY_NAMES): "fp8_per_tensor_static", "fp8_per_tensor_dynamic",
+    "fp8_per_token" (dynamic) or "fp8_per_block_dynamic" (1x128 groups)."""
 
 
-_VLLM_CUTLASS_MM = ("vLLM's own CUTLASS kernel (vllm._custom_ops.cutlass_scaled_mm) needs vLLM "
-                    "installed; the FP8 rows here time cuBLASLt/cuDNN/FlashInfer instead")
-_MARLIN = ("vLLM runs NVFP4 below SM100 as Marlin W4A16 (weights dequantized to BF16 in the "
-           "kernel), which this tool does not time")
+_VLLM_CUTLASS_MM = ("vLLM's own CUTLASS kernel (vllm._custom_ops.cutlass_scaled_mm) is compiled into "
+                    "vLLM, which this tool does not time")
+_VLLM_CUTLASS_MOE = ("vLLM's own CUTLASS grouped GEMM (CutlassExpertsFp8, vllm._custom_ops.cutlass_moe_mm) "
+                     "is compiled into vLLM, which this tool does not time")
+_HUMMING = ("vLLM runs NVFP4 on SM90 as Humming W4A16 (weights dequantized to BF16 in the kernel), "
+            "which this tool does not time")
+#: Rows this table names by (backend, routine).
+_TORCH_MM = ("torch", "torch._scaled_mm")
+_TRITON_MOE = ("triton", "triton.fused_moe")
+_TRITON_BLOCK_MM = ("triton", "triton.block_fp8_mm")
+_CUTLASS_MOE = ("cutlass", "cutlass_fused_moe")
+
+_FP8_ROUTER = ("FP8 like the dense layers (vLLM CUTLASS cutlass_scaled_mm): vLLM's online "
+               "fp8_per_tensor quantizes the router (GateLinear)")
+_ROUTER_IN_BF16 = "the router is planned in BF16 (vllm_rules/layers.py KEPT_IN_BF16)"
+_REFINED = "Triton fused_moe (block FP8, blocks refined to fit the shard)"
+_T, _D = "fp8_per_tensor_static", "fp8_per_tensor_dynamic"
+_TOK, _BLK = "fp8_per_token", "fp8_per_block_dynamic"
 
 VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
     # ---- Hopper (SM 9.0)
-    VllmDefault("sm90", "gemm", "bf16", "", "F.linear (cuBLAS)", "torch", "torch.linear", "same"),
-    VllmDefault("sm90", "gemm", "fp8", "per_tensor", "vLLM CUTLASS cutlass_scaled_mm",
-                missing=_VLLM_CUTLASS_MM),
+    VllmDefault("sm90", "gemm", "bf16", "", "F.linear (cuBLAS)", "default_unquantized_gemm", "torch",
+                "torch.linear", "same"),
+    VllmDefault("sm90", "gemm", "fp8", "per_tensor", "vLLM CUTLASS cutlass_scaled_mm (static per-tensor "
+                "activations)", "CutlassFP8ScaledMMLinearKernel", missing=_VLLM_CUTLASS_MM,
+                closest=_TORCH_MM, fallbacks=(_TORCH_MM,), activation_scales="static", activation_quant=_T),
+    VllmDefault("sm90", "gemm", "fp8", "per_tensor", "vLLM CUTLASS cutlass_scaled_mm (activations "
+                "quantized per token on every call)", "CutlassFP8ScaledMMLinearKernel",
+                missing=_VLLM_CUTLASS_MM, closest=_TORCH_MM, activation_scales="dynamic", activation_quant=_TOK),
     VllmDefault("sm90", "gemm", "fp8", "per_token", "vLLM CUTLASS cutlass_scaled_mm",
-                missing=_VLLM_CUTLASS_MM),
+                "CutlassFP8ScaledMMLinearKernel", missing=_VLLM_CUTLASS_MM, closest=_TORCH_MM,
+                fallbacks=(_TORCH_MM,), activation_quant=_TOK),
     VllmDefault("sm90", "gemm", "fp8", "block128",
-                "FlashInfer fp8_blockscale_gemm (M < 32) / DeepGEMM, then CUTLASS block, then Triton",
-                missing="the first choices need DeepGEMM or FlashInfer's SM90 block-scale GEMM; the "
-                        "triton row times vLLM's last fallback (w8a8_block_fp8_matmul's algorithm)"),
-    VllmDefault("sm90", "gemm", "nvfp4", "", "Marlin W4A16", missing=_MARLIN),
-    VllmDefault("sm90", "moe", "bf16", "", "Triton fused_moe", "triton", match="design"),
-    VllmDefault("sm90", "moe", "fp8", "per_tensor", "FlashInfer CUTLASS fused MoE (SM90 build)",
-                "cutlass", "cutlass_fused_moe", "same"),
-    VllmDefault("sm90", "moe", "fp8", "per_token", "Triton fused_moe (per-token FP8)", "triton",
+                "FlashInfer fp8_blockscale_gemm (M < 32) / DeepGEMM fp8_gemm_nt",
+                "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+                missing="this tool times neither FlashInfer's SM90 block-scale GEMM nor DeepGEMM",
+                closest=_TRITON_BLOCK_MM, fallbacks=(_TRITON_BLOCK_MM,), activation_quant=_BLK),
+    VllmDefault("sm90", "gemm", "nvfp4", "", "Humming W4A16", "HummingNvFp4LinearKernel", missing=_HUMMING),
+    VllmDefault("sm90", "moe", "bf16", "", "Triton fused_moe", "UnquantizedMoeBackend.TRITON", "triton",
                 match="design"),
-    VllmDefault("sm90", "moe", "fp8", "block128", "Triton fused_moe (block FP8)", "triton",
-                match="design", ep_only=False),
+    VllmDefault("sm90", "moe", "fp8", "per_tensor", "FlashInfer CUTLASS fused MoE (SM90 build)",
+                "Fp8MoeBackend.FLASHINFER_CUTLASS", "cutlass", "cutlass_fused_moe", "same",
+                fallbacks=(_TRITON_MOE,), activation_scales="static", activation_quant=_T),
+    VllmDefault("sm90", "moe", "fp8", "per_tensor", "Triton fused_moe (dynamic per-tensor activation scale)",
+                "Fp8MoeBackend.TRITON", "triton", match="design",
+                activation_scales="dynamic", activation_quant=_D),
+    VllmDefault("sm90", "moe", "fp8", "per_token", "vLLM CUTLASS grouped GEMM (CutlassExpertsFp8)",
+                "Fp8MoeBackend.VLLM_CUTLASS", missing=_VLLM_CUTLASS_MOE, closest=_TRITON_MOE,
+                fallbacks=(_TRITON_MOE,), activation_quant=_TOK),
+    VllmDefault("sm90", "moe", "fp8", "block128", "Triton fused_moe (block FP8)", "Fp8MoeBackend.TRITON",
+                "triton", match="design", ep_only=False, activation_quant=_BLK),
     VllmDefault("sm90", "moe", "fp8", "block128", "FlashInfer CUTLASS fused MoE (block FP8)",
+                "Fp8MoeBackend.FLASHINFER_CUTLASS",
                 missing="the FlashInfer driver has no SM90 block-FP8 CUTLASS MoE routine",
-                ep_only=True),
-    VllmDefault("sm90", "moe", "nvfp4", "", "Marlin W4A16 MoE", missing=_MARLIN),
+                closest=_TRITON_MOE, fallbacks=(_TRITON_MOE,), ep_only=True, refined=False, activation_quant=_BLK),
+    VllmDefault("sm90", "moe", "fp8", "block128", _REFINED, "Fp8MoeBackend.TRITON", "triton", match="design",
+                ep_only=True, refined=True, activation_quant=_BLK),
+    VllmDefault("sm90", "moe", "nvfp4", "", "Humming W4A16 MoE", "NvFp4MoeBackend.HUMMING", missing=_HUMMING),
+    VllmDefault("sm90", "router", "fp8", "per_tensor", _FP8_ROUTER, "CutlassFP8ScaledMMLinearKernel",
+                missing=_ROUTER_IN_BF16, activation_scales="dynamic", activation_quant=_TOK),
     # ---- Blackwell (SM 10.x)
-    VllmDefault("sm100", "gemm", "bf16", "", "F.linear (cuBLAS)", "torch", "torch.linear", "same"),
+    VllmDefault("sm100", "gemm", "bf16", "", "F.linear (cuBLAS)", "default_unquantized_gemm", "torch",
+                "torch.linear", "same"),
     VllmDefault("sm100", "gemm", "fp8", "per_tensor", "FlashInfer bmm_fp8 (backend auto)",
-                missing="the driver times bmm_fp8 per named backend, not FlashInfer's auto choice"),
+                "FlashInferFP8ScaledMMLinearKernel",
+                missing="the driver times bmm_fp8 per named backend, not FlashInfer's auto choice",
+                closest=("cublas", "bmm_fp8"), fallbacks=(_TORCH_MM,), activation_scales="static",
+                activation_quant=_T),
+    VllmDefault("sm100", "gemm", "fp8", "per_tensor", "vLLM CUTLASS cutlass_scaled_mm (activations "
+                "quantized per token on every call)", "CutlassFP8ScaledMMLinearKernel",
+                missing=_VLLM_CUTLASS_MM, closest=_TORCH_MM, activation_scales="dynamic", activation_quant=_TOK),
     VllmDefault("sm100", "gemm", "fp8", "per_token", "vLLM CUTLASS cutlass_scaled_mm",
-                missing=_VLLM_CUTLASS_MM),
-    VllmDefault("sm100", "gemm", "nvfp4", "", "FlashInfer CuTe-DSL NVFP4 GEMM", "cute-dsl", "mm_fp4",
-                "same"),
+                "CutlassFP8ScaledMMLinearKernel", missing=_VLLM_CUTLASS_MM, closest=_TORCH_MM,
+                fallbacks=(_TORCH_MM,), activation_quant=_TOK),
+    VllmDefault("sm100", "gemm", "fp8", "block128", "DeepGEMM fp8_gemm_nt", "DeepGemmFp8BlockScaledMMKernel",
+                missing="this tool does not time DeepGEMM; the FlashInfer gemm_fp8_nt_groupwise and "
+                        "triton rows are comparisons",
+                closest=_TRITON_BLOCK_MM, fallbacks=(_TRITON_BLOCK_MM,), activation_quant=_BLK),
+    VllmDefault("sm100", "gemm", "nvfp4", "", "FlashInfer CuTe-DSL NVFP4 GEMM",
+                "FlashInferCuteDslNvFp4LinearKernel", "cute-dsl", "mm_fp4", "same",
+                fallbacks=(("cutlass", "mm_fp4"), ("trtllm", "mm_fp4"), ("cudnn", "mm_fp4"))),
     VllmDefault("sm100", "moe", "bf16", "", "FlashInfer TRTLLM BF16 MoE",
-                missing="the FlashInfer driver has no BF16 trtllm MoE routine; cutlass_fused_moe "
-                        "is vLLM's second choice"),
-    VllmDefault("sm100", "moe", "fp8", "per_tensor", "FlashInfer TRTLLM per-tensor FP8 MoE", "trtllm",
-                "trtllm_fp8_per_tensor_scale_moe", "same"),
-    VllmDefault("sm100", "gemm", "fp8", "block128", "DeepGEMM / vLLM CUTLASS block-scaled GEMM",
-                missing="vLLM's block-FP8 linear kernels need DeepGEMM or vLLM installed; the "
-                        "FlashInfer gemm_fp8_nt_groupwise and triton rows are comparisons"),
-    VllmDefault("sm100", "moe", "fp8", "block128", "FlashInfer TRTLLM block-scale FP8 MoE", "trtllm",
-                "trtllm_fp8_block_scale_moe", "same"),
-    VllmDefault("sm100", "moe", "nvfp4", "", "FlashInfer TRTLLM NVFP4 MoE", "trtllm",
-                "trtllm_fp4_block_scale_moe", "same"),
+                "UnquantizedMoeBackend.FLASHINFER_TRTLLM",
+                missing="the FlashInfer driver has no BF16 trtllm MoE routine",
+                closest=_CUTLASS_MOE, fallbacks=(_CUTLASS_MOE, _TRITON_MOE)),
+    VllmDefault("sm100", "moe", "fp8", "per_tensor", "FlashInfer TRTLLM per-tensor FP8 MoE",
+                "Fp8MoeBackend.FLASHINFER_TRTLLM", "trtllm", "trtllm_fp8_per_tensor_scale_moe", "same",
+                fallbacks=(_CUTLASS_MOE, _TRITON_MOE), activation_scales="static", activation_quant=_T),
+    VllmDefault("sm100", "moe", "fp8", "per_tensor", "Triton fused_moe (dynamic per-tensor activation scale)",
+                "Fp8MoeBackend.TRITON", "triton", match="design",
+                activation_scales="dynamic", activation_quant=_D),
+    VllmDefault("sm100", "moe", "fp8", "per_token", "vLLM CUTLASS grouped GEMM (CutlassExpertsFp8; Triton "
+                "for M <= 8)", "Fp8MoeBackend.VLLM_CUTLASS", missing=_VLLM_CUTLASS_MOE, closest=_TRITON_MOE,
+                fallbacks=(_TRITON_MOE,), activation_quant=_TOK),
+    VllmDefault("sm100", "moe", "fp8", "block128", "FlashInfer TRTLLM block-scale FP8 MoE",
+                "Fp8MoeBackend.FLASHINFER_TRTLLM", "trtllm", "trtllm_fp8_block_scale_moe", "same",
+                fallbacks=(_TRITON_MOE,), refined=False, activation_quant=_BLK),
+    VllmDefault("sm100", "moe", "fp8", "block128", _REFINED, "Fp8MoeBackend.TRITON", "triton", match="design",
+                fallbacks=(("trtllm", "trtllm_fp8_block_scale_moe"),), refined=True, activation_quant=_BLK),
+    VllmDefault("sm100", "moe", "nvfp4", "", "FlashInfer TRTLLM NVFP4 MoE", "NvFp4MoeBackend.FLASHINFER_TRTLLM",
+                "trtllm", "trtllm_fp4_block_scale_moe", "same", fallbacks=(_CUTLASS_MOE,)),
+    VllmDefault("sm100", "router", "fp8", "per_tensor", _FP8_ROUTER, "CutlassFP8ScaledMMLinearKernel",
+                missing=_ROUTER_IN_BF16, activation_scales="dynamic", activation_quant=_TOK),
 )
 
 
@@ -205,13 +310,58 @@ def gpu_family(compute_capability: tuple[int, int] | None) -> str:
     return {9: "sm90", 10: "sm100"}.get(major, "")
 
 
-def vllm_default(family: str, kind: str, recipe: str, scheme: str = "",
-                 expert_parallel: bool = False) -> VllmDefault | None:
-    """The table row for one cell, or None when the table has none (another GPU family)."""
+@dataclass(frozen=True)
+class LayerCell:
+    """One layer's question to the table: its kind, recipe and scheme on one rank of a layout."""
+
+    kind: str
+    """"gemm", "moe" or "router"."""
+    recipe: str
+    """"bf16", "fp8" or "nvfp4"."""
+    scheme: str = ""
+    """FP8 scheme (FP8_SCHEMES), "" for the other recipes."""
+    expert_parallel: bool = False
+    activation_scales: str = ""
+    """Per-tensor FP8: "static" or "dynamic" (ACTIVATION_SCALES); "" where not known or not
+    per-tensor (a per-tensor cell without it has no rule)."""
+    refined: bool = False
+    """Block-128 FP8 MoE whose shard vLLM refines (`refined_fp8_block`)."""
+
+
+def refined_fp8_block(intermediate_per_rank: int, hidden: int) -> int:
+    """The block size vLLM refines a 128x128 block-FP8 MoE checkpoint to when 128 does not divide
+    the per-rank intermediate size (0: no refinement, or none possible), as
+    vllm/model_executor/layers/fused_moe/oracle/fp8.py: refine_fp8_moe_block_shape does: the
+    largest block >= 32 dividing 128, I_r and H. Only vLLM's Triton MoE takes a refined block.
+
+    >>> refined_fp8_block(192, 2048), refined_fp8_block(768, 2048), refined_fp8_block(48, 2048)
+    (64, 0, 0)
+    """
+    from math import gcd
+
+    if intermediate_per_rank % 128 == 0:
+        return 0
+    refine = gcd(128, intermediate_per_rank, hidden)
+    return refine if refine >= 32 else 0
+
+
+def vllm_default(family: str, kind: str, recipe: str, scheme: str = "", expert_parallel: bool = False,
+                 activation_scales: str = "", refined: bool = False) -> VllmDefault | None:
+    """The table row for one cell, or None when the table has none (another GPU family, or a
+    per-tensor cell whose activation scales are not known)."""
+    return table_row(family, LayerCell(kind, recipe, scheme, expert_parallel, activation_scales, refined))
+
+
+def table_row(family: str, cell: LayerCell) -> VllmDefault | None:
+    """The table row for `cell` on a GPU family, or None (see `vllm_default`)."""
     for row in VLLM_DEFAULTS:
-        if (row.family, row.kind, row.recipe, row.scheme) != (family, kind, recipe, scheme):
+        if (row.family, row.kind, row.recipe, row.scheme) != (family, cell.kind, cell.recipe, cell.scheme):
             continue
-        if row.ep_only is not None and row.ep_only != expert_parallel:
+        if row.ep_only is not None and row.ep_only != cell.expert_parallel:
+            continue
+        if row.activation_scales != (cell.activation_scales if cell.scheme == "per_tensor" else ""):
+            continue
+        if row.refined is not None and row.refined != cell.refined:
             continue
         return row
     return None
@@ -225,14 +375,45 @@ def is_vllm_default(row: VllmDefault | None, backend: str, routine: str) -> bool
 
 
 def default_match(compute_capability: tuple[int, int] | None, kind: str, recipe: str, scheme: str,
-                  backend: str, routine: str, expert_parallel: bool) -> str:
+                  backend: str, routine: str, expert_parallel: bool, activation_scales: str = "",
+                  refined: bool = False) -> str:
     """"same", "design" or "": how a row of `backend`/`routine` relates to vLLM's default kernel
     for (kind, recipe, scheme) on a GPU of `compute_capability` ("" when it is not it, or the
     GPU is unknown or has no table)."""
-    row = vllm_default(gpu_family(compute_capability), kind, recipe, scheme, expert_parallel)
+    row = vllm_default(gpu_family(compute_capability), kind, recipe, scheme, expert_parallel,
+                       activation_scales, refined)
     return row.match if row is not None and is_vllm_default(row, backend, routine) else ""
 
 
-__all__ = ["FP8_SCHEMES", "VLLM_ATTENTION_DEFAULTS", "VLLM_DEFAULTS", "VllmAttentionDefault",
-           "VllmDefault", "attention_default_match", "default_match", "gpu_family", "is_vllm_default",
-           "vllm_attention_default", "vllm_default"]
+@dataclass(frozen=True)
+class TimedAs:
+    """What one timed row is relative to vLLM's default kernel for its layer."""
+
+    label: str
+    """A TIMED_LABELS value; "" when the GPU has no table (or the cell no rule)."""
+    vllm_runs: str = ""
+    """What vLLM runs for this layer, when the row is not vLLM's kernel or design."""
+
+
+def timed_label(row: VllmDefault | None, backend: str, routine: str, tuned_tiles: bool = False) -> TimedAs:
+    """What a row of `backend`/`routine` times relative to the table row `row`: vLLM's kernel,
+    vLLM's design (with tiles this tool searched when `tuned_tiles`, else vLLM's own tile choice),
+    a fallback, the stand-in the report shows for an untimed default, or a comparison."""
+    if row is None:
+        return TimedAs("")
+    if is_vllm_default(row, backend, routine):
+        if row.match == "same":
+            return TimedAs("vllm_kernel")
+        return TimedAs("vllm_design_tuned_tiles" if tuned_tiles else "vllm_design_vllm_tiles")
+    key = (backend, routine)
+    if key in row.fallbacks:
+        return TimedAs("fallback", row.kernel)
+    if key == row.closest:
+        return TimedAs("stand_in", row.kernel)
+    return TimedAs("comparison", row.kernel)
+
+
+__all__ = ["ACTIVATION_SCALES", "FP8_SCHEMES", "TIMED_LABELS", "VLLM_ATTENTION_DEFAULTS", "VLLM_DEFAULTS",
+           "VLLM_VERSION", "LayerCell", "TimedAs", "VllmAttentionDefault", "VllmDefault",
+           "attention_default_match", "default_match", "gpu_family", "is_vllm_default", "refined_fp8_block",
+           "table_row", "timed_label", "vllm_attention_default", "vllm_default"]

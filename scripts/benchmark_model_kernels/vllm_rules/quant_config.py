@@ -3,10 +3,12 @@
 FP8 is three different kernels depending on how scales are laid out, so "FP8" in a report means
 the scheme of the checkpoint being served:
 
-- `per_tensor`: one scale per weight tensor, activations quantized with one scale per tensor
-  (static from the checkpoint, or dynamic). vLLM's `--quantization fp8` on a BF16 checkpoint
-  (online quantization) gives this too (vllm/model_executor/layers/quantization/fp8.py:
-  Fp8Config, Fp8LinearMethod without weight_block_size).
+- `per_tensor`: one scale per weight tensor, activations quantized with one scale per tensor,
+  static from the checkpoint or computed on every call (`per_tensor_activation_scales`). vLLM
+  0.33's online `--quantization fp8_per_tensor` of a BF16 checkpoint gives this with dynamic
+  activation scales (vllm/model_executor/layers/quantization/online/fp8.py:
+  Fp8PerTensorOnlineLinearMethod, Fp8PerTensorOnlineMoEMethod); `--quantization fp8` no longer
+  quantizes online (quantization/fp8.py: Fp8Config refuses a checkpoint that is not FP8).
 - `per_token`: one scale per weight output channel, activations quantized per token on the fly
   (compressed-tensors "channel"/"token" checkpoints such as the FP8-dynamic ones, fbgemm_fp8;
   vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py,
@@ -25,8 +27,9 @@ from ..core.errors import UsageError, shown_value
 #: FP8 schemes, in report order.
 FP8_SCHEMES = ("per_tensor", "per_token", "block128")
 
-_ONLINE = ("no quantization_config: vLLM's online --quantization fp8 quantizes a BF16 checkpoint "
-           "per tensor (vllm/model_executor/layers/quantization/fp8.py: Fp8Config)")
+_ONLINE = ("no quantization_config: vLLM's online --quantization fp8_per_tensor quantizes a BF16 "
+           "checkpoint per tensor, activations dynamically (vllm/model_executor/layers/quantization/"
+           "online/fp8.py)")
 
 
 def _as_dict(qc: Any) -> dict[str, Any] | None:
@@ -117,4 +120,34 @@ def checkpoint_fp8_scheme(quantization_config: Any) -> tuple[str, str]:
     return "", f"quant_method={method or 'unknown'}: the checkpoint is not FP8"
 
 
-__all__ = ["FP8_SCHEMES", "checkpoint_fp8_scheme"]
+def per_tensor_activation_scales(quantization_config: Any) -> str:
+    """Where a per-tensor FP8 layer of this checkpoint gets its activation scales: "static" (the
+    checkpoint's input scales: quant_method=fp8 with activation_scheme static, ModelOpt FP8,
+    compressed-tensors per-tensor weights with static input activations) or "dynamic" (computed on
+    every call: an FP8 checkpoint with dynamic activations, and every other checkpoint, whose
+    per-tensor recipe is vLLM's online fp8_per_tensor). vllm/model_executor/layers/quantization/
+    fp8.py: Fp8LinearMethod.act_q_static, modelopt.py: ModelOptFp8Config (static input_scale),
+    online/fp8.py: Fp8PerTensorOnlineMoEMethod (kFp8DynamicTensorSym).
+
+    >>> per_tensor_activation_scales({"quant_method": "fp8", "activation_scheme": "static"})
+    'static'
+    >>> per_tensor_activation_scales(None)
+    'dynamic'
+    """
+    qc = _as_dict(quantization_config) or {}
+    scheme, _ = checkpoint_fp8_scheme(qc) if qc else ("", "")
+    if scheme != "per_tensor":
+        return "dynamic"
+    method = str(qc.get("quant_method") or "")
+    if method == "fp8":
+        return "static" if qc.get("activation_scheme", "dynamic") == "static" else "dynamic"
+    if method == "modelopt":
+        return "static"
+    for group in (qc.get("config_groups") or {}).values():
+        acts = (group or {}).get("input_activations") or {}
+        if (group or {}).get("weights", {}).get("num_bits") == 8:
+            return "dynamic" if acts.get("dynamic") else "static"
+    return "dynamic"
+
+
+__all__ = ["FP8_SCHEMES", "checkpoint_fp8_scheme", "per_tensor_activation_scales"]
