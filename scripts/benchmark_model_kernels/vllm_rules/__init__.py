@@ -9,7 +9,9 @@ every recipe), `dispatch` (which kernel vLLM runs by default per GPU, recipe and
 vLLM serves with a class of its own, which it refuses), `attention` (each attention layer's
 per-rank heads, head sizes and window), `quant_config` (the FP8 scheme of a checkpoint's
 `quantization_config`), `required_keys` (the config keys a plan depends on, per architecture
-family), `moe_config_files` (vLLM's tuned fused-MoE files: their names with the GPU as vLLM spells
+family), `moe_triton` (the tiles vLLM's Triton fused MoE picks, from its shipped tables carried in
+`moe_triton_configs.json`, and the FP8 block shape it refines a checkpoint's blocks to for a TP
+shard), `moe_config_files` (vLLM's tuned fused-MoE files: their names with the GPU as vLLM spells
 it, their layout, the nearest-key lookup, get_default_config, its tuner's keys and space). They
 read only the schemas
 (`core/plan_schema.py`, `core/case_schema.py`) and are documented in references/sharding.md and
