@@ -29,7 +29,7 @@ SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 
 from benchmark_model_kernels.kernels import triton_tuning as tt  # noqa: E402
-from benchmark_model_kernels.kernels.triton_moe import fused, tuning  # noqa: E402
+from benchmark_model_kernels.kernels.triton_moe import fused, tuning, wrapping  # noqa: E402
 from benchmark_model_kernels.kernels.triton_moe import problem as pb  # noqa: E402
 
 
@@ -125,14 +125,61 @@ def test_default_config_decode_vs_prefill():
     assert tuning.default_config("bf16", 8192, top_k=8, local_experts=128)["BLOCK_SIZE_M"] == 128
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(BLOCK_SIZE_K=64), "BLOCK_SIZE_K"),
-    (dict(BLOCK_SIZE_N=256), "BLOCK_SIZE_N"),
-])
-def test_validate_config_block128(bad, match):
-    cfg = dict(tuning.default_config("fp8_block128", 64), **bad)
-    with pytest.raises(ValueError, match=match):
-        tuning.validate_config(cfg, "fp8_block128")
+def test_validate_config_block128():
+    # One scale per K step: BLOCK_SIZE_K divides the block; BLOCK_SIZE_N is free (a scale is read
+    # per output column), as vLLM's shipped block-FP8 tables use 256.
+    cfg = tuning.default_config("fp8_block128", 64)
+    with pytest.raises(ValueError, match="BLOCK_SIZE_K=256.*divide 128"):
+        tuning.validate_config(dict(cfg, BLOCK_SIZE_K=256), "fp8_block128")
+    with pytest.raises(ValueError, match="BLOCK_SIZE_K=128.*divide 64"):
+        tuning.validate_config(cfg, "fp8_block128", block=64)
+    tuning.validate_config(dict(cfg, BLOCK_SIZE_K=64, BLOCK_SIZE_N=256), "fp8_block128")
+
+
+@pytest.mark.parametrize("m", [1, 64, 4096])
+def test_block64_configs_keep_k_within_the_block(m):
+    space = tuning.config_space("fp8_block128", m, top_k=8, local_experts=128, block=64)
+    assert space and all(c["BLOCK_SIZE_K"] <= 64 for c in space)
+    for c in space:
+        tuning.validate_config(c, "fp8_block128", block=64)
+    dflt = tuning.default_config("fp8_block128", m, top_k=8, local_experts=128, block=64)
+    assert (dflt["BLOCK_SIZE_N"], dflt["BLOCK_SIZE_K"]) == (64, 64) and dflt in space
+
+
+def qwen3(m, **kw):
+    """Qwen3-30B-A3B's experts on one rank (hidden 2048, I 768 at TP=1, 128 experts, top_k 8)."""
+    base = dict(num_tokens=m, hidden=2048, intermediate=768, local_experts=128, global_experts=128,
+                top_k=8, activation="silu_and_mul", gated=True, scheme="bf16")
+    base.update(kw)
+    return pb.MoeProblem(**base)
+
+
+def test_vllm_config_is_vllms_choice_as_its_launch_applies_it():
+    cfg, note = tuning.vllm_config(qwen3(512), "NVIDIA H200")
+    assert "vLLM 0.33.0 shipped E=128,N=768,device_name=NVIDIA_H200.json, M key 512" in note
+    assert tuple(cfg) == tuning.CONFIG_KEYS
+    # FP8 per-tensor and per-token share vLLM's file name, which it does not ship for the H200.
+    for scheme in ("fp8_per_tensor", "fp8_per_token"):
+        cfg, note = tuning.vllm_config(qwen3(512, scheme=scheme), "NVIDIA H200")
+        assert "get_default_config (vLLM ships no E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json)" in note
+        assert cfg == dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=1, num_warps=8,
+                           num_stages=3)
+    # TP=1 EP=8: 16 local experts, the M x EP tokens of the layer are vLLM's M key.
+    _, note = tuning.vllm_config(qwen3(4096, local_experts=16), "NVIDIA H200")
+    assert "ships no E=16,N=768" in note
+    # TP=4 block-128: vLLM's refined 64x64 blocks; its launch keeps BLOCK_SIZE_K within the block.
+    p = qwen3(8, intermediate=192, scheme="fp8_block128", block_size=64)
+    cfg, note = tuning.vllm_config(p, "NVIDIA H200")
+    assert "block_shape=[64,64]" in note and cfg["BLOCK_SIZE_K"] == 64 and cfg["BLOCK_SIZE_N"] == 64
+
+
+def test_vllm_config_clamps_an_8_row_tile_and_clips_k_to_the_block():
+    # vLLM's shipped H200 block-FP8 table for E=128, N=512 uses BLOCK_SIZE_M 8 at M key 2.
+    p = qwen3(2, intermediate=512, scheme="fp8_block128")
+    cfg, note = tuning.vllm_config(p, "NVIDIA H200")
+    assert "block_shape=[128,128].json, M key 2" in note and "BLOCK_SIZE_M 8" in note
+    assert cfg["BLOCK_SIZE_M"] == tuning.MIN_BLOCK_M and cfg["BLOCK_SIZE_K"] <= 128
+    tuning.validate_config(cfg, "fp8_block128")
 
 
 def test_validate_config_errors():
@@ -186,8 +233,11 @@ def test_config_key_stable_and_distinct():
     others = {tuning.config_key(problem(**kw), "NVIDIA H200", "3.6.0") for kw in (
         dict(scheme="fp8_per_token"), dict(local_experts=2), dict(global_experts=16),
         dict(hidden=512), dict(intermediate=256), dict(top_k=1), dict(activation="swigluoai"),
-        dict(has_bias=True))}
-    assert k1 not in others and len(others) == 8
+        dict(has_bias=True), dict(scheme="fp8_block128", block_size=64),
+        dict(scheme="fp8_per_tensor", dynamic_scale=True))}
+    assert k1 not in others and len(others) == 10
+    assert "|block=64|" in tuning.config_key(problem(scheme="fp8_block128", block_size=64), "H200", "3")
+    assert "|block=" not in tuning.config_key(problem(scheme="fp8_block128"), "H200", "3")
     assert tuning.config_key(p, "NVIDIA H100", "3.6.0") != k1
     assert tuning.config_key(p, "NVIDIA H200", "3.5.1") != k1
 
@@ -330,10 +380,48 @@ def test_hbm_floor():
 def test_naive_block_assignment_follows_vllm_rule():
     # vLLM fused_moe.py `_prepare_expert_assignment`: no expert map and M*top_k*4 <= E.
     qwen = dict(hidden=2048, intermediate=768, local_experts=128, global_experts=128, top_k=8)
-    assert fused.naive_block_assignment(problem(num_tokens=4, **qwen))
-    assert not fused.naive_block_assignment(problem(num_tokens=5, **qwen))
+    assert wrapping.naive_block_assignment(problem(num_tokens=4, **qwen))
+    assert not wrapping.naive_block_assignment(problem(num_tokens=5, **qwen))
     # expert parallel (an expert map in vLLM): never naive
-    assert not fused.naive_block_assignment(problem(num_tokens=1, **dict(qwen, local_experts=16)))
+    assert not wrapping.naive_block_assignment(problem(num_tokens=1, **dict(qwen, local_experts=16)))
+
+
+def test_passes_of_vllms_call_under_ep_sweep_every_slot():
+    # Qwen3-30B-A3B at TP=1 EP=8, M=512: the layer receives 4096 tokens (32768 slots); this rank
+    # computes its 16 experts' pairs, vLLM's wrapping sweeps every slot.
+    p = qwen3(4096, local_experts=16, scheme="fp8_per_token")
+    got = {x.name: x for x in wrapping.passes(p)}
+    assert list(got) == ["align", "gemm1", "activation", "a2_quant", "zero_fill", "gemm2", "moe_sum"]
+    slots = 4096 * 8
+    assert (got["activation"].rows, got["activation"].cols) == (slots, 768)
+    assert got["a2_quant"].elements == slots * 768
+    assert got["zero_fill"].elements == got["moe_sum"].elements == slots * 2048
+    assert got["gemm1"].local_only and got["gemm2"].local_only
+    assert not any(x.local_only for x in got.values() if not x.name.startswith("gemm"))
+
+
+def test_passes_by_scheme_and_layout():
+    names = lambda p: [x.name for x in wrapping.passes(p)]  # noqa: E731
+    # No EP: no zero fill (every slot is written by GEMM 2); BF16: no quantization.
+    assert names(qwen3(512)) == ["align", "gemm1", "activation", "gemm2", "moe_sum"]
+    # Naive block assignment (M*top_k*4 <= experts, no EP): no align.
+    assert names(qwen3(4))[0] == "gemm1"
+    # Online fp8_per_tensor: the amax reduction before the quantization.
+    assert names(qwen3(64, scheme="fp8_per_tensor", dynamic_scale=True))[2:5] == [
+        "activation", "a2_scale", "a2_quant"]
+    assert "a2_scale" not in names(qwen3(64, scheme="fp8_per_tensor"))
+    block = wrapping.passes(qwen3(64, scheme="fp8_block128", block_size=64, intermediate=192))
+    assert "per 1x64 group" in next(x.source for x in block if x.name == "a2_quant")
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(block_size=64), "block_size"),                         # only block-FP8 refines
+    (dict(scheme="fp8_block128", block_size=48), "block_size"),
+    (dict(dynamic_scale=True, scheme="fp8_per_token"), "dynamic_scale"),
+])
+def test_block_size_and_dynamic_scale_validation(kw, field):
+    with pytest.raises(ValueError, match=field):
+        problem(**kw)
 
 
 def test_align_paths_by_pair_count():
@@ -364,19 +452,28 @@ def _interp_checks(scheme: str) -> dict:
               ("silu_and_mul", dict(local_experts=8, num_tokens=3)),
               ("relu2", dict(num_tokens=1, top_k=3)),
               # 2 pairs * 4 <= 8 experts, no EP: vLLM's naive block assignment (no align)
-              ("silu_and_mul", dict(num_tokens=1, local_experts=8, global_experts=8))]
+              ("silu_and_mul", dict(num_tokens=1, local_experts=8, global_experts=8)),
+              ("silu_and_mul", dict(local_experts=8))]  # no EP: every slot is this rank's
+    if scheme == "fp8_per_tensor":
+        cases += [(act, dict(dynamic_scale=True)) for act in ("silu_and_mul", "relu2")]
+    if scheme == "fp8_block128":  # vLLM's refined 64x64 blocks of a 192-wide shard
+        cases += [("silu_and_mul", dict(block_size=64, intermediate=192)),
+                  ("swigluoai", dict(block_size=64, intermediate=192, has_bias=True))]
     for act, extra in cases:
         p = problem(scheme=scheme, activation=act, gated=act in pb.GATED_ACTIVATIONS, **extra)
         inp = pb.build_inputs(p, "cpu", seed=11)
         cfg = dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=32,
-                   BLOCK_SIZE_K=128 if scheme == "fp8_block128" else 64, GROUP_SIZE_M=1,
+                   BLOCK_SIZE_K=p.block_size if scheme == "fp8_block128" else 64, GROUP_SIZE_M=1,
                    num_warps=4, num_stages=2)
         fn, args = fused.make_fused_moe(p, inp, cfg)
+        # Workspaces: cache1 = GEMM 1 out, act_out = the BF16 activation, cache2(+scale) = a2,
+        # cache3 = GEMM 2 out. NaN in cache3 first: under EP the zero fill must clear the rows of
+        # other ranks' pairs, which the sum reads.
+        cache1, act_out, cache2, cache2_scale, cache3 = args[16:21]
+        cache3.fill_(float("nan"))
         out = fn(*args)
         ref = pb.reference_moe(p, inp)
         e2e = ((out.float() - ref).norm() / ref.norm()).item()
-        # Stage checks on the workspaces (cache1 = GEMM 1 out, cache2(+scale) = a2, cache3).
-        cache1, cache2, cache2_scale, cache3 = args[16], args[17], args[18], args[19]
         x = pb._dequantized_x(p, inp)
         ids = inp["topk_ids"].flatten().long()
         wts = inp["topk_weights"].flatten()
@@ -390,30 +487,37 @@ def _interp_checks(scheme: str) -> dict:
                 h = h + inp["b1"][e]
             h_err.append(((cache1[r].float() - h).norm() / h.norm()).item())
             if scheme == "bf16":
-                a2 = cache2[r].float()
+                a2 = act_out[r].float()
             else:
-                s = inp["a2_scale"] if scheme == "fp8_per_tensor" else cache2_scale[r:r + 1]
-                a2 = pb._dequant_act(cache2[r:r + 1], s, scheme)[0]
+                s = inp["a2_scale"] if scheme == "fp8_per_tensor" and not p.dynamic_scale else (
+                    cache2_scale if scheme == "fp8_per_tensor" else cache2_scale[r:r + 1])
+                a2 = pb._dequant_act(cache2[r:r + 1], s, scheme, p.block_size)[0]
             y = a2 @ pb._expert_weight(p, inp, "w2", e).T
             if inp["b2"] is not None:
                 y = y + inp["b2"][e]
             y = y * wts[r]
             y_err.append(((cache3[r].float() - y).norm() / y.norm()).item())
         remote_rows = (inp["topk_ids"] >= p.local_experts).all(dim=1)
+        dyn = 0.0  # the dynamic per-tensor scale: amax / 448 of the whole activation
+        if p.dynamic_scale:
+            want = act_out.float().abs().max() / pb.FP8_MAX
+            dyn = (abs(float(cache2_scale) - float(want)) / float(want))
         results[f"{act}{sorted(extra.items())}"] = dict(
-            e2e=e2e, h=max(h_err), y=max(y_err),
+            e2e=e2e, h=max(h_err), y=max(y_err), dyn=dyn,
             remote_zero=bool(torch.all(out[remote_rows] == 0)), finite=bool(out.isfinite().all()))
     if scheme != "bf16":
-        p = problem(scheme=scheme, num_tokens=9)
-        inp = pb.build_inputs(p, "cpu", seed=2)
-        fn, args = fused.quant_input_fn(p, inp)
-        xq, xs = fn(*args)
-        want_q, want_s = pb._quant_act_torch(inp["x_bf16"], scheme, inp["a1_scale"]
-                                             if scheme == "fp8_per_tensor" else None)
-        results["quant_input"] = dict(
-            scale=((xs - want_s).abs().max() / want_s.abs().max()).item(),
-            deq=((pb._dequant_act(xq, xs, scheme) - inp["x_bf16"].float()).norm()
-                 / inp["x_bf16"].float().norm()).item())
+        for extra in [{}] + ([dict(dynamic_scale=True)] if scheme == "fp8_per_tensor" else []) + (
+                [dict(block_size=64)] if scheme == "fp8_block128" else []):
+            p = problem(scheme=scheme, num_tokens=9, **extra)
+            inp = pb.build_inputs(p, "cpu", seed=2)
+            fn, args = fused.quant_input_fn(p, inp)
+            xq, xs = fn(*args)
+            static = inp["a1_scale"] if scheme == "fp8_per_tensor" and not p.dynamic_scale else None
+            want_q, want_s = pb._quant_act_torch(inp["x_bf16"], scheme, static, p.block_size)
+            results[f"quant_input{sorted(extra.items())}"] = dict(
+                scale=((xs - want_s).abs().max() / want_s.abs().max()).item(),
+                deq=((pb._dequant_act(xq, xs, scheme, p.block_size) - inp["x_bf16"].float()).norm()
+                     / inp["x_bf16"].float().norm()).item())
     return results
 
 
@@ -426,7 +530,7 @@ def test_pipeline_under_interpreter(scheme):
     assert res.returncode == 0, res.stderr[-4000:]
     results = json.loads(res.stdout.strip().splitlines()[-1])
     for name, r in results.items():
-        if name == "quant_input":
+        if name.startswith("quant_input"):
             assert r["scale"] < 1e-5, r
             assert r["deq"] < 0.1, r  # fp8 of x; interpreter round-up bug included
             continue
@@ -434,6 +538,7 @@ def test_pipeline_under_interpreter(scheme):
         assert r["h"] < INTERP_STAGE_TOL, (name, r)
         assert r["y"] < INTERP_STAGE_TOL, (name, r)
         assert r["e2e"] < INTERP_TOL[scheme], (name, r)
+        assert r["dyn"] < 1e-6, (name, r)
 
 
 def test_align_under_interpreter():

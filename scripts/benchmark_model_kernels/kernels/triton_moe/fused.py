@@ -1,11 +1,14 @@
 """The fused-MoE call of one rank: `make_fused_moe(p, inputs, config) -> (fn, args)`.
 
-fn(*args) runs align -> grouped GEMM 1 -> activation (+ a2 FP8 quantization) -> grouped GEMM 2
-(routing weight multiplied in) -> top_k sum and returns the [M, H] BF16 output. `args` holds
-every GPU tensor (inputs from `problem.build_inputs`, preallocated workspaces, the output): the
-closure keeps only ints, the config and kernel handles, so nothing is allocated or synchronized
-inside fn and it can be captured in a CUDA graph. Also: `quant_input_fn` (the FP8 schemes' input
-quantization, timed apart) and `align_only_fn` (the align step alone, for tests).
+fn(*args) runs the passes of `wrapping.passes(p)`, vLLM's `fused_experts_impl`: align -> grouped
+GEMM 1 -> activation over every M x top_k slot -> its FP8 quantization (a dynamic per-tensor
+scale computed first where `p.dynamic_scale`) -> under EP a zero fill of the whole output cache
+-> grouped GEMM 2 (routing weight multiplied in) -> the sum over every top_k slot, and returns the
+[M, H] BF16 output. `args` holds every GPU tensor (inputs from `problem.build_inputs`,
+preallocated workspaces, the output): the closure keeps only ints, the config and kernel handles,
+so nothing is allocated or synchronized inside fn and it can be captured in a CUDA graph. Also:
+`quant_input_fn` / `input_quant_fn` (the FP8 schemes' input quantization, timed apart: the with_quant
+twin's) and `align_only_fn` (the align step alone, for tests).
 
 Torch is imported lazily (`problem._torch()`), and so is `kernels` (which imports Triton).
 """
@@ -29,6 +32,7 @@ from .problem import (
     _torch,
 )
 from .tuning import default_config, validate_config
+from .wrapping import naive_block_assignment, passes, scale_groups
 
 #: Pairs up to which one program aligns them all, and up to which one program computes the
 #: offsets for a multi-program scatter; beyond, the histograms are multi-program too. Measured on
@@ -47,8 +51,9 @@ _ACT_BLOCK_MAX = 1024
 _ACT_WARPS = 4
 _SUM_BLOCK_MAX = 1024
 _SUM_WARPS = 4
-#: vLLM's margin of the naive block assignment (`SPARSITY_FACTOR` in fused_moe.py).
-NAIVE_SPARSITY = 4
+#: Rows per program and widest column step of the dynamic per-tensor scale's amax reduction.
+_SCALE_ROWS = 8
+_SCALE_BLOCK_MAX = 1024
 
 
 def _interpreting() -> bool:
@@ -57,31 +62,34 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _act_launch(quant: int, n_out: int) -> tuple[int, int, int, int]:
-    """(BLOCK, NCHUNK, column programs, num_warps) of the activation kernel for one row."""
+def _act_launch(quant: int, n_out: int, group: int = FP8_GROUP) -> tuple[int, int, int, int]:
+    """(BLOCK, NCHUNK, column programs, num_warps) of the activation kernel for one row
+    (QUANT 3: `group`-wide scale groups)."""
     if quant == 2:
         block = min(_next_pow2(n_out), 8192)
         nchunk = _cdiv(n_out, block)
         return block, nchunk, 1, 4 if block <= 2048 else 8
     if quant == 3:
-        groups = _cdiv(n_out, FP8_GROUP)
+        groups = _cdiv(n_out, group)
         gpp = min(8, _next_pow2(groups))
-        return gpp * FP8_GROUP, 1, _cdiv(groups, gpp), 4
+        return gpp * group, 1, _cdiv(groups, gpp), 4
     block = min(_ACT_BLOCK_MAX, max(16, _next_pow2(n_out)))
     return block, 1, _cdiv(n_out, block), _ACT_WARPS
 
 
 def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable, tuple]:
-    """(fn, args): fn(*args) runs the whole pipeline and returns the [M, H] BF16 output.
+    """(fn, args): fn(*args) runs the whole call (`wrapping.passes(p)`) and returns the [M, H]
+    BF16 output.
 
     All GPU tensors (inputs, workspaces, output) travel in `args`; the closure holds only ints,
     the config and kernel handles. Nothing is allocated or synchronized inside fn.
     """
-    from .kernels import ACT_CODE, QUANT_CODE
+    from .kernels import ACT_CODE, ACT_IDENTITY, QUANT_CODE
     from .kernels import KERNELS as K
+    from .scale_kernels import tensor_scale_kernel
 
     torch = _torch()
-    cfg = validate_config(config, p.scheme)
+    cfg = validate_config(config, p.scheme, p.block_size)
     dev = inputs["w1"].device
     M, H, I, E, top_k, N1 = (p.num_tokens, p.hidden, p.intermediate, p.local_experts, p.top_k,  # noqa: E741
                              p.n1)
@@ -89,6 +97,10 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
     bm = cfg["BLOCK_SIZE_M"]
     quant = QUANT_CODE[p.scheme]
     fp8 = quant != 0
+    steps = {x.name for x in passes(p)}
+    dynamic = "a2_scale" in steps
+    if quant == 1 and not dynamic and inputs.get("a2_scale") is None:
+        raise ValueError("fp8_per_tensor with a static scale needs inputs['a2_scale']")
 
     # Align workspaces. The padded length bound: every non-empty local expert adds < BM slots.
     # Under the naive assignment the GEMMs see one block per pair (numel * BM padded rows).
@@ -102,12 +114,15 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
     ntpp = torch.empty(1, **i32)
     cursor = torch.empty(e_pad, **i32)  # every align path keeps one row of per-expert cursors
     counts = torch.zeros(e_pad, **i32)
-    cache1 = torch.empty(numel, N1, dtype=torch.bfloat16, device=dev)
-    cache2 = torch.empty(numel, I, dtype=_fp8() if fp8 else torch.bfloat16, device=dev)
-    if quant == 2:
-        cache2_scale = torch.empty(numel, 1, dtype=torch.float32, device=dev)
-    elif quant == 3:
-        cache2_scale = torch.empty(numel, _cdiv(I, FP8_GROUP), dtype=torch.float32, device=dev)
+    # GEMM 1 writes the local pairs' rows only; the activation reads every row, so the others
+    # hold zeros (vLLM's cache holds whatever the memory had: the same work).
+    cache1 = torch.zeros(numel, N1, dtype=torch.bfloat16, device=dev)
+    act_out = torch.empty(numel, I, dtype=torch.bfloat16, device=dev)
+    cache2 = torch.empty(numel, I, dtype=_fp8(), device=dev) if fp8 else None
+    if quant in (2, 3):
+        cache2_scale = torch.empty(numel, scale_groups(p), dtype=torch.float32, device=dev)
+    elif dynamic:
+        cache2_scale = torch.empty(1, dtype=torch.float32, device=dev)
     else:
         cache2_scale = None
     cache3 = torch.empty(numel, H, dtype=torch.bfloat16, device=dev)
@@ -118,15 +133,21 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
     gemm_meta = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=cfg["BLOCK_SIZE_N"],
                      BLOCK_SIZE_K=cfg["BLOCK_SIZE_K"], GROUP_SIZE_M=cfg["GROUP_SIZE_M"],
                      num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                     QUANT=quant, HAS_BIAS=p.has_bias, GROUP_N=FP8_GROUP, GROUP_K=FP8_GROUP,
+                     QUANT=quant, HAS_BIAS=p.has_bias, GROUP_N=p.block_size, GROUP_K=p.block_size,
                      UPCAST=_interpreting() and quant == 0, NAIVE=naive)
     bk = cfg["BLOCK_SIZE_K"]
     grid1 = (num_blocks * _cdiv(N1, cfg["BLOCK_SIZE_N"]),)
     grid2 = (num_blocks * _cdiv(H, cfg["BLOCK_SIZE_N"]),)
-    act_block, act_nchunk, act_cols, act_warps = _act_launch(quant, I)
+    act_block, _, act_cols, act_warps = _act_launch(0, I)
+    q_block, q_nchunk, q_cols, q_warps = _act_launch(quant, I, p.block_size)
+    scale_block = min(_SCALE_BLOCK_MAX, max(16, _next_pow2(I)))
+    scale_grid = (_cdiv(numel, _SCALE_ROWS),)
     sum_block = min(_SUM_BLOCK_MAX, max(16, _next_pow2(H)))
     sum_grid = (M, _cdiv(H, sum_block))
     act_code = ACT_CODE[p.activation]
+    zero_fill = "zero_fill" in steps
+    common = dict(GROUP=p.block_size, FP8_MAX=FP8_MAX, EPS=SCALE_EPS, ALPHA=SWIGLUOAI_ALPHA,
+                  LIMIT=SWIGLUOAI_LIMIT)
 
     def w_strides(w_scale):
         # (stride_bse, stride_bsn, stride_bsk) of the weight scales.
@@ -142,8 +163,8 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
         return a_scale.stride(0), a_scale.stride(1)
 
     def fn(x, a1_scale, w1, w1_scale, w2, w2_scale, b1, b2, topk_ids, topk_weights, a2_scale,
-           sorted_ids, expert_ids, ntpp, cursor, counts, cache1, cache2, cache2_scale, cache3,
-           out):
+           sorted_ids, expert_ids, ntpp, cursor, counts, cache1, act_out, cache2, cache2_scale,
+           cache3, out):
         if align is None:
             # vLLM fills num_tokens_post_padded on every call of the naive path.
             ntpp.fill_(sorted_len)
@@ -158,41 +179,46 @@ def make_fused_moe(p: MoeProblem, inputs: dict, config: dict) -> tuple[Callable,
             cache1.stride(0), cache1.stride(1), *a_strides(a1_scale), *w_strides(w1_scale),
             b1.stride(0) if b1 is not None else 0,
             EVEN_K=H % bk == 0, **gemm_meta)
-        # activation (+ a2 quantization) -> cache2 [pairs, I]
+        # activation over every slot -> act_out [pairs, I] BF16
         K["act_quant"][(numel, act_cols)](
-            cache1, cache2, cache2_scale, a2_scale, topk_ids, I, cache1.stride(0),
-            cache2.stride(0), cache2_scale.stride(0) if cache2_scale is not None else 0, E,
-            ACT=act_code, QUANT=quant, SKIP=True, BLOCK=act_block, NCHUNK=act_nchunk,
-            GROUP=FP8_GROUP, FP8_MAX=FP8_MAX, EPS=SCALE_EPS, ALPHA=SWIGLUOAI_ALPHA,
-            LIMIT=SWIGLUOAI_LIMIT, num_warps=act_warps)
-        # GEMM 2: cache2 [pairs, I] -> cache3 [pairs, H], times the routing weight
-        a2s = a2_scale if quant == 1 else cache2_scale
+            cache1, act_out, act_out, act_out, topk_ids, I, cache1.stride(0), act_out.stride(0),
+            0, E, ACT=act_code, QUANT=0, SKIP=False, BLOCK=act_block, NCHUNK=1,
+            num_warps=act_warps, **common)
+        a2s = None
+        if fp8:
+            # its FP8 quantization over every slot -> cache2 [pairs, I] (+ scales)
+            a2s = a2_scale if quant == 1 and not dynamic else cache2_scale
+            if dynamic:
+                cache2_scale.fill_(SCALE_EPS / FP8_MAX)
+                tensor_scale_kernel[scale_grid](
+                    act_out, cache2_scale, numel, I, act_out.stride(0), FP8_MAX=FP8_MAX,
+                    ROWS=_SCALE_ROWS, BLOCK=scale_block)
+            K["act_quant"][(numel, q_cols)](
+                act_out, cache2, a2s, a2s, topk_ids, I, act_out.stride(0), cache2.stride(0),
+                a2s.stride(0) if quant != 1 else 0, E, ACT=ACT_IDENTITY, QUANT=quant,
+                SKIP=False, BLOCK=q_block, NCHUNK=q_nchunk, num_warps=q_warps, **common)
+        a2 = cache2 if fp8 else act_out
+        if zero_fill:
+            cache3.zero_()
+        # GEMM 2: a2 [pairs, I] -> cache3 [pairs, H], times the routing weight
         K["gemm"][grid2](
-            cache2, w2, cache3, a2s, w2_scale, b2, topk_weights, sorted_ids, expert_ids, ntpp,
+            a2, w2, cache3, a2s, w2_scale, b2, topk_weights, sorted_ids, expert_ids, ntpp,
             H, I, sorted_len, numel, 1, 1,
-            cache2.stride(0), cache2.stride(1), w2.stride(0), w2.stride(1), w2.stride(2),
+            a2.stride(0), a2.stride(1), w2.stride(0), w2.stride(1), w2.stride(2),
             cache3.stride(0), cache3.stride(1), *a_strides(a2s), *w_strides(w2_scale),
             b2.stride(0) if b2 is not None else 0,
             EVEN_K=I % bk == 0, **gemm_meta)
-        K["moe_sum"][sum_grid](cache3, topk_ids, out, H, E, TOP_K=top_k, BLOCK=sum_block,
-                               num_warps=_SUM_WARPS)
+        # the sum over every top_k slot (global expert ids are all below global_experts)
+        K["moe_sum"][sum_grid](cache3, topk_ids, out, H, p.global_experts, TOP_K=top_k,
+                               BLOCK=sum_block, num_warps=_SUM_WARPS)
         return out
 
     args = (inputs["x"], inputs.get("a1_scale"), inputs["w1"], inputs.get("w1_scale"),
             inputs["w2"], inputs.get("w2_scale"), inputs.get("b1"), inputs.get("b2"),
             inputs["topk_ids"], inputs["topk_weights"], inputs.get("a2_scale"),
-            sorted_ids, expert_ids, ntpp, cursor, counts, cache1, cache2, cache2_scale, cache3,
-            out)
-    if p.scheme == "fp8_per_tensor" and args[10] is None:
-        raise ValueError("fp8_per_tensor needs inputs['a2_scale'] (static intermediate scale)")
+            sorted_ids, expert_ids, ntpp, cursor, counts, cache1, act_out, cache2, cache2_scale,
+            cache3, out)
     return fn, args
-
-
-def naive_block_assignment(p: MoeProblem) -> bool:
-    """vLLM's naive block assignment (fused_moe.py `_prepare_expert_assignment`): without expert
-    parallelism (no expert map) and when M*top_k*4 <= the global experts, every pair is its own
-    block of the GEMMs (expert_ids = the flat topk_ids) and the align step does not run."""
-    return p.local_experts == p.global_experts and p.pairs * NAIVE_SPARSITY <= p.global_experts
 
 
 def _align_plan(numel: int) -> tuple[str, int, int]:
@@ -243,9 +269,7 @@ def _align_launcher(numel: int, local_experts: int, block_m: int, sorted_len: in
 
 def align_only_fn(p: MoeProblem, inputs: dict, block_m: int) -> tuple[Callable, tuple]:
     """(fn, args) of the align step alone; fn returns (sorted_ids, expert_ids, ntpp). For tests."""
-    cfg = dict(default_config(p.scheme, p.num_tokens), BLOCK_SIZE_M=block_m)
-    if p.scheme == "fp8_block128":
-        cfg["BLOCK_SIZE_N"] = min(cfg["BLOCK_SIZE_N"], FP8_GROUP)
+    cfg = dict(default_config(p.scheme, p.num_tokens, block=p.block_size), BLOCK_SIZE_M=block_m)
     _, args = make_fused_moe(p, inputs, cfg)
     sorted_ids, expert_ids, ntpp, cursor, counts = args[11:16]
     align = _align_launcher(p.pairs, p.local_experts, block_m, sorted_ids.numel(),
@@ -254,35 +278,55 @@ def align_only_fn(p: MoeProblem, inputs: dict, block_m: int) -> tuple[Callable, 
 
 
 def quant_input_fn(p: MoeProblem, inputs: dict) -> tuple[Callable, tuple]:
-    """(fn, args) of the FP8 schemes' input quantization of x_bf16 [M, H]: one Triton kernel.
-
-    fp8_per_tensor: static (inputs['a1_scale']); fp8_per_token: dynamic per row;
-    fp8_block128: dynamic per 1x128 group. fn returns (x_fp8, scales).
-    """
+    """(fn, args) of the FP8 schemes' input quantization of x_bf16 [M, H] for problem `p`
+    (`input_quant_fn` with p's scheme, block and scale). fn returns (x_fp8, scales)."""
     if p.scheme not in FP8_SCHEMES:
         raise ValueError(f"scheme={p.scheme!r}: only the FP8 schemes quantize their input")
+    static = inputs["a1_scale"] if p.scheme == "fp8_per_tensor" and not p.dynamic_scale else None
+    return input_quant_fn(inputs["x_bf16"], p.scheme, block_size=p.block_size, static_scale=static)
+
+
+def input_quant_fn(x, scheme: str, *, block_size: int = FP8_GROUP,
+                   static_scale=None) -> tuple[Callable, tuple]:
+    """(fn, args) quantizing a BF16 activation x [rows, cols] as `scheme`'s kernel consumes it.
+
+    fp8_per_tensor: with `static_scale` (fp32 [1]), one Triton kernel; without, vLLM's dynamic
+    per-tensor quantization: the scale reset, the amax reduction over the whole tensor, then the
+    quantization. fp8_per_token: dynamic per row; fp8_block128: dynamic per 1 x `block_size`
+    group. fn returns (x_fp8, scales).
+    """
+    if scheme not in FP8_SCHEMES:
+        raise ValueError(f"scheme={scheme!r}: only the FP8 schemes quantize their input")
     from .kernels import ACT_IDENTITY, QUANT_CODE
     from .kernels import KERNELS as K
+    from .scale_kernels import tensor_scale_kernel
 
     torch = _torch()
-    x = inputs["x_bf16"]
     dev = x.device
     M, H = x.shape
-    quant = QUANT_CODE[p.scheme]
+    quant = QUANT_CODE[scheme]
+    dynamic = quant == 1 and static_scale is None
     xq = torch.empty(M, H, dtype=_fp8(), device=dev)
-    if quant == 1:
-        xs = inputs["a1_scale"]
+    if dynamic:
+        xs = torch.empty(1, dtype=torch.float32, device=dev)
+    elif quant == 1:
+        xs = static_scale
     elif quant == 2:
         xs = torch.empty(M, 1, dtype=torch.float32, device=dev)
     else:
-        xs = torch.empty(M, _cdiv(H, FP8_GROUP), dtype=torch.float32, device=dev)
-    block, nchunk, cols, warps = _act_launch(quant, H)
+        xs = torch.empty(M, _cdiv(H, block_size), dtype=torch.float32, device=dev)
+    block, nchunk, cols, warps = _act_launch(quant, H, block_size)
+    scale_block = min(_SCALE_BLOCK_MAX, max(16, _next_pow2(H)))
 
     def fn(x, xq, xs):
+        if dynamic:
+            xs.fill_(SCALE_EPS / FP8_MAX)
+            tensor_scale_kernel[(_cdiv(M, _SCALE_ROWS),)](
+                x, xs, M, H, x.stride(0), FP8_MAX=FP8_MAX, ROWS=_SCALE_ROWS, BLOCK=scale_block)
         K["act_quant"][(M, cols)](
             x, xq, xs, xs, x, H, x.stride(0), xq.stride(0), xs.stride(0) if quant != 1 else 0, 0,
             ACT=ACT_IDENTITY, QUANT=quant, SKIP=False, BLOCK=block, NCHUNK=nchunk,
-            GROUP=FP8_GROUP, FP8_MAX=FP8_MAX, EPS=SCALE_EPS, ALPHA=SWIGLUOAI_ALPHA,
+            GROUP=block_size, FP8_MAX=FP8_MAX, EPS=SCALE_EPS, ALPHA=SWIGLUOAI_ALPHA,
             LIMIT=SWIGLUOAI_LIMIT, num_warps=warps)
         return xq, xs
 

@@ -21,7 +21,11 @@ PLAIN_ACTIVATIONS = ("silu", "gelu", "relu2")
 ACTIVATIONS = GATED_ACTIVATIONS + PLAIN_ACTIVATIONS
 FP8_MAX = 448.0
 FP8_GROUP = 128
-"""fp8_block128: weights carry one scale per 128x128 block, activations one per 1x128 group."""
+"""fp8_block128: weights carry one scale per 128x128 block, activations one per 1x128 group (the
+checkpoint's blocks; `MoeProblem.block_size` is the block the kernel runs them at)."""
+#: Square FP8 blocks the kernels run: the checkpoint's 128 and vLLM's refinements of it (>= 32,
+#: a power of two dividing 128), and 16, the smallest tile tl.dot takes.
+BLOCK_SIZES = (16, 32, 64, 128)
 SWIGLUOAI_ALPHA = 1.702
 SWIGLUOAI_LIMIT = 7.0
 SCALE_EPS = 1e-10
@@ -47,6 +51,14 @@ class MoeProblem:
     scheme: str
     has_bias: bool = False
     """Biases on both GEMMs (b1 [E, N1], b2 [E, H]), as gpt-oss has."""
+    block_size: int = FP8_GROUP
+    """fp8_block128: the square block of the weight scales (and the 1 x block activation groups):
+    the checkpoint's 128, or the finer block vLLM refines it to where 128 does not divide the
+    rank's intermediate shard (vllm_rules/moe_triton.py: square_block_for_shard)."""
+    dynamic_scale: bool = False
+    """fp8_per_tensor: the activations' one scale is computed per call from their amax (vLLM's
+    `fp8_per_tensor` online method, kFp8DynamicTensorSym) instead of given (a static checkpoint's
+    calibrated scale)."""
 
     def __post_init__(self) -> None:
         for name in ("num_tokens", "hidden", "intermediate", "local_experts", "global_experts",
@@ -68,6 +80,13 @@ class MoeProblem:
         if self.gated != (self.activation in GATED_ACTIVATIONS):
             raise ValueError(f"gated={self.gated} does not fit activation={self.activation!r} "
                              f"(gated ones: {', '.join(GATED_ACTIVATIONS)})")
+        if self.block_size not in BLOCK_SIZES or (self.block_size != FP8_GROUP
+                                                  and self.scheme != "fp8_block128"):
+            raise ValueError(f"block_size={self.block_size!r}: expected {FP8_GROUP}, or with "
+                             f"fp8_block128 one of {', '.join(map(str, BLOCK_SIZES))}")
+        if self.dynamic_scale and self.scheme != "fp8_per_tensor":
+            raise ValueError(f"dynamic_scale=True with scheme={self.scheme!r}: only fp8_per_tensor "
+                             "has a static scale to replace")
 
     @property
     def n1(self) -> int:
@@ -129,43 +148,44 @@ def _pad_to(t, dim: int, mult: int):
     return torch.cat([t, torch.zeros(shape, dtype=t.dtype, device=t.device)], dim=dim)
 
 
-def _block_amax(w):
-    """[..., R, C] -> [..., cdiv(R,128), cdiv(C,128)] abs-max of each 128x128 block."""
-    wp = _pad_to(_pad_to(w.abs(), -2, FP8_GROUP), -1, FP8_GROUP)
+def _block_amax(w, block: int = FP8_GROUP):
+    """[..., R, C] -> [..., cdiv(R,block), cdiv(C,block)] abs-max of each block x block block."""
+    wp = _pad_to(_pad_to(w.abs(), -2, block), -1, block)
     *lead, r, c = wp.shape
-    return wp.reshape(*lead, r // FP8_GROUP, FP8_GROUP, c // FP8_GROUP, FP8_GROUP).amax(
-        dim=(-3, -1))
+    return wp.reshape(*lead, r // block, block, c // block, block).amax(dim=(-3, -1))
 
 
-def _expand_blocks(s, rows: int, cols: int):
-    """[..., R/128, C/128] block scales -> [..., rows, cols] per element."""
-    e = s.repeat_interleave(FP8_GROUP, dim=-2).repeat_interleave(FP8_GROUP, dim=-1)
+def _expand_blocks(s, rows: int, cols: int, block: int = FP8_GROUP):
+    """[..., R/block, C/block] block scales -> [..., rows, cols] per element."""
+    e = s.repeat_interleave(block, dim=-2).repeat_interleave(block, dim=-1)
     return e[..., :rows, :cols]
 
 
-def _quant_weight(w, scheme: str):
-    """fp32 weights [E, N, K] -> (fp8 weights, scales) in `scheme`'s layout."""
+def _quant_weight(w, scheme: str, block: int = FP8_GROUP):
+    """fp32 weights [E, N, K] -> (fp8 weights, scales) in `scheme`'s layout (fp8_block128: one
+    scale per `block` x `block` block)."""
     if scheme == "fp8_per_tensor":
         s = (w.abs().amax(dim=(1, 2)).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E]
         return _quant_tensor(w, s[:, None, None]), s
     if scheme == "fp8_per_token":
         s = (w.abs().amax(dim=2, keepdim=True).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E,N,1]
         return _quant_tensor(w, s), s
-    s = (_block_amax(w).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E, N/128, K/128]
-    return _quant_tensor(w, _expand_blocks(s, w.shape[1], w.shape[2])), s
+    s = (_block_amax(w, block).clamp_min(SCALE_EPS) / FP8_MAX).float()  # [E, N/block, K/block]
+    return _quant_tensor(w, _expand_blocks(s, w.shape[1], w.shape[2], block)), s
 
 
-def _dequant_weight(q, s, scheme: str):
+def _dequant_weight(q, s, scheme: str, block: int = FP8_GROUP):
     w = q.float()
     if scheme == "fp8_per_tensor":
         return w * s[:, None, None]
     if scheme == "fp8_per_token":
         return w * s
-    return w * _expand_blocks(s, w.shape[1], w.shape[2])
+    return w * _expand_blocks(s, w.shape[1], w.shape[2], block)
 
 
-def _quant_act_torch(x, scheme: str, static_scale=None):
-    """Activation [rows, K] -> (fp8, scales) like the kernels (static scale given per tensor)."""
+def _quant_act_torch(x, scheme: str, static_scale=None, block: int = FP8_GROUP):
+    """Activation [rows, K] -> (fp8, scales) like the kernels (static scale given per tensor;
+    fp8_block128: one scale per 1 x `block` group)."""
     x = x.float()
     if scheme == "fp8_per_tensor":
         s = static_scale if static_scale is not None else (
@@ -174,18 +194,18 @@ def _quant_act_torch(x, scheme: str, static_scale=None):
     if scheme == "fp8_per_token":
         s = x.abs().amax(dim=1, keepdim=True).clamp_min(SCALE_EPS) / FP8_MAX
         return _quant_tensor(x, s), s.float()
-    xp = _pad_to(x.abs(), 1, FP8_GROUP)
-    s = xp.reshape(x.shape[0], -1, FP8_GROUP).amax(dim=-1).clamp_min(SCALE_EPS) / FP8_MAX
-    return _quant_tensor(x, s.repeat_interleave(FP8_GROUP, dim=1)[:, :x.shape[1]]), s.float()
+    xp = _pad_to(x.abs(), 1, block)
+    s = xp.reshape(x.shape[0], -1, block).amax(dim=-1).clamp_min(SCALE_EPS) / FP8_MAX
+    return _quant_tensor(x, s.repeat_interleave(block, dim=1)[:, :x.shape[1]]), s.float()
 
 
-def _dequant_act(q, s, scheme: str):
+def _dequant_act(q, s, scheme: str, block: int = FP8_GROUP):
     x = q.float()
     if scheme == "fp8_per_tensor":
         return x * s
     if scheme == "fp8_per_token":
         return x * s
-    return x * s.repeat_interleave(FP8_GROUP, dim=1)[:, :x.shape[1]]
+    return x * s.repeat_interleave(block, dim=1)[:, :x.shape[1]]
 
 
 def activation_ref(name: str, h):
@@ -221,14 +241,14 @@ def _expert_weight(p: MoeProblem, inputs: dict, name: str, e: int):
     w = inputs[name][e:e + 1]
     if p.scheme == "bf16":
         return w[0].float()
-    return _dequant_weight(w, inputs[f"{name}_scale"][e:e + 1], p.scheme)[0]
+    return _dequant_weight(w, inputs[f"{name}_scale"][e:e + 1], p.scheme, p.block_size)[0]
 
 
 def _dequantized_x(p: MoeProblem, inputs: dict):
     """fp32 activations [M,H] the kernel's input stands for."""
     if p.scheme == "bf16":
         return inputs["x"].float()
-    return _dequant_act(inputs["x"], inputs["a1_scale"], p.scheme)
+    return _dequant_act(inputs["x"], inputs["a1_scale"], p.scheme, p.block_size)
 
 
 def _reference(p: MoeProblem, inputs: dict):
@@ -271,7 +291,8 @@ def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
 
     Keys: x (kernel input: bf16, or fp8 for the FP8 schemes), x_bf16 (the BF16 activation the
     FP8 input quantization starts from), a1_scale, w1 [E,N1,H], w1_scale, w2 [E,H,I], w2_scale,
-    a2_scale (fp8_per_tensor: static, calibrated as amax/448 of the reference intermediate),
+    a2_scale (fp8_per_tensor with a static scale: calibrated as amax/448 of the reference
+    intermediate; None with `dynamic_scale`, where the call computes it),
     b1 [E,N1] / b2 [E,H] (fp32, when has_bias), topk_ids int32 [M,top_k] (uniform over all
     GLOBAL experts: ids >= local_experts belong to other ranks), topk_weights fp32 [M,top_k].
     Absent entries are None. Weights ~ N(0, 1/K), activations ~ N(0, 1).
@@ -285,8 +306,8 @@ def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
         return torch.randn(*shape, generator=g, device=dev, dtype=torch.float32) * scale
 
     x = randn(p.num_tokens, H).to(torch.bfloat16)
-    w1, w1_scale = _expert_weights(p.scheme, E, N1, H, randn)
-    w2, w2_scale = _expert_weights(p.scheme, E, H, I, randn)
+    w1, w1_scale = _expert_weights(p.scheme, E, N1, H, randn, p.block_size)
+    w2, w2_scale = _expert_weights(p.scheme, E, H, I, randn, p.block_size)
     b1 = randn(E, N1, scale=0.1) if p.has_bias else None
     b2 = randn(E, H, scale=0.1) if p.has_bias else None
     ids, wts = uniform_routing(p.num_tokens, p.global_experts, p.top_k, seed)
@@ -300,8 +321,8 @@ def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
         inputs.update(x=x)
         return inputs
     inputs.update(w1_scale=w1_scale, w2_scale=w2_scale)
-    inputs["x"], inputs["a1_scale"] = _quant_act_torch(x, p.scheme)
-    if p.scheme == "fp8_per_tensor":
+    inputs["x"], inputs["a1_scale"] = _quant_act_torch(x, p.scheme, block=p.block_size)
+    if p.scheme == "fp8_per_tensor" and not p.dynamic_scale:
         amax = _reference(p, inputs)[1]
         inputs["a2_scale"] = (amax.clamp_min(SCALE_EPS) / FP8_MAX).reshape(1).float()
     return inputs
@@ -311,8 +332,9 @@ def build_inputs(p: MoeProblem, device, seed: int = 0) -> dict:
 WEIGHT_CHUNK_BYTES = 1 << 29
 
 
-def _expert_weights(scheme: str, experts: int, rows: int, cols: int, randn):
-    """(weights [E, rows, cols], scales or None) ~ N(0, 1/cols): BF16, or FP8 in `scheme`'s layout.
+def _expert_weights(scheme: str, experts: int, rows: int, cols: int, randn, block: int = FP8_GROUP):
+    """(weights [E, rows, cols], scales or None) ~ N(0, 1/cols): BF16, or FP8 in `scheme`'s layout
+    (fp8_block128: `block` x `block` blocks).
 
     Drawn and quantized a few experts at a time: the fp32 draw and the quantizer's temporaries of
     all experts at once (w, |w|, per-element block scales, w/scale) are several times the weights,
@@ -329,7 +351,7 @@ def _expert_weights(scheme: str, experts: int, rows: int, cols: int, randn):
         if scheme == "bf16":
             q = w.to(torch.bfloat16)
         else:
-            q, sc = _quant_weight(w, scheme)
+            q, sc = _quant_weight(w, scheme, block)
             scales.append(sc)
         del w
         if out is None:
