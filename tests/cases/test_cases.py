@@ -63,10 +63,11 @@ def flag(case: Case, name: str) -> str | None:
 def test_case_count_and_ids_for_small_plan():
     cases = build_cases(small_plan(), [1, 64])
     # Per M: GEMM bf16 7 + fp8 (8 kernels with the triton and FlashInfer block128 ones, each
-    # with a twin) 16 + nvfp4 (4 + 4 twins) 8 = 31; MoE bf16 3 (triton, torch, cutlass) + fp8
-    # (7 kernels: triton per_tensor/per_token/block128, torch, cutlass, trtllm per-tensor and
-    # block128, each with a twin) 14 + nvfp4 (4 kernels, 3 twins) 7 = 24.
-    assert len(cases) == 2 * (31 + 24)
+    # with a twin) 16 + nvfp4 (4 + 4 twins) 8 = 31; MoE bf16 4 (triton with vLLM's tiles and
+    # tuned, torch, cutlass) + fp8 (10 kernels: triton per_tensor/per_token/block128 with vLLM's
+    # tiles and tuned, torch, cutlass, trtllm per-tensor and block128, each with a twin) 20 +
+    # nvfp4 (4 kernels, 3 twins) 7 = 31.
+    assert len(cases) == 2 * (31 + 31)
     ids = [c.case_id for c in cases]
     assert len(set(ids)) == len(ids)
     assert ids[:8] == [
@@ -128,6 +129,8 @@ def test_twins_exactly_where_kernels_take_quantized_activations():
         ("cute_dsl_fp4_block_scale_moe", "nvfp4", ""),
         ("triton.block_fp8_mm", "fp8", "block128"), ("triton.fused_moe", "fp8", "per_tensor"),
         ("triton.fused_moe", "fp8", "per_token"), ("triton.fused_moe", "fp8", "block128"),
+        ("triton.fused_moe", "fp8", "per_tensor-tuned"), ("triton.fused_moe", "fp8", "per_token-tuned"),
+        ("triton.fused_moe", "fp8", "block128-tuned"),
         ("gemm_fp8_nt_groupwise", "fp8", "block128"), ("trtllm_fp8_block_scale_moe", "fp8", "block128")}
     assert not any(c.with_quant for c in cases if c.dtype == "bf16")
     ids = by_id(cases)
@@ -393,7 +396,7 @@ def test_fp8_rows_carry_their_scheme():
         want = {"torch._scaled_mm": c.variant, "torch._scaled_grouped_mm": "per_token"}.get(
             c.routine)
         if c.variant == "block128" or (c.backend == "triton" and c.kind == "moe"):
-            want = c.variant
+            want = c.variant.split("-")[0]  # a tuned Triton MoE row: "<scheme>-tuned"
         assert c.scheme == (want or "per_tensor"), c.case_id
 
 
@@ -428,7 +431,7 @@ def test_plan_from_shapes():
                                                                   ("b", 14336, 4096, 1)]
     assert plan.moe[0].layers == 1 and plan.ep == 1
     assert Plan.from_json(plan.to_json()) == plan
-    assert len(build_cases(plan, [1])) == 2 * 31 + 24
+    assert len(build_cases(plan, [1])) == 2 * 31 + 31
     ep_plan = plan_from_shapes([], moe_entry(experts=32, global_experts=256))
     assert ep_plan.ep == 8 and ep_plan.gemms == ()
 

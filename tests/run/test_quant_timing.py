@@ -50,6 +50,21 @@ from support import requires_gpu
         (moe_case(routine="cute_dsl_fp4_block_scale_moe", backend="cute-dsl", dtype="nvfp4", with_quant=True,
                   activation_quant="nvfp4_linear"),
          qt.QuantSpec("nvfp4", 8, 2048, "linear")),
+        # The Triton MoE as vLLM's online fp8_per_tensor runs it: one scale computed per call.
+        (moe_case(m=64, routine="triton.fused_moe", backend="triton", dtype="fp8", variant="per_tensor",
+                  with_quant=True, activation_quant="fp8_per_tensor_dynamic"),
+         qt.QuantSpec("fp8_per_tensor_dynamic", 64, 2048)),
+        # Block-128 at Qwen3-30B-A3B TP=4 (I=192): vLLM's refined 64x64 blocks, 1x64 input groups;
+        # a shard 128 divides keeps 1x128 groups, tuned variant or not.
+        (moe_case(192, routine="triton.fused_moe", backend="triton", dtype="fp8", variant="block128",
+                  with_quant=True, activation_quant="fp8_per_group_128"),
+         qt.QuantSpec("fp8_per_group_64", 8, 2048)),
+        (moe_case(768, routine="triton.fused_moe", backend="triton", dtype="fp8", variant="block128-tuned",
+                  with_quant=True, activation_quant="fp8_per_group_128"),
+         qt.QuantSpec("fp8_per_group_128", 8, 2048)),
+        (moe_case(768, routine="triton.fused_moe", backend="triton", dtype="fp8", variant="per_token-tuned",
+                  with_quant=True, activation_quant="fp8_per_token_dynamic"),
+         qt.QuantSpec("fp8_per_token", 8, 2048)),
     ],
     ids=lambda v: v.case_id if isinstance(v, Case) else v.method,
 )

@@ -13,11 +13,12 @@ from benchmark_model_kernels.kernels.triton_moe.problem import ACTIVATIONS, GATE
 from helpers_runner import moe_case
 
 
-def triton_case(dtype: str = "bf16", variant: str = "", activation: str = "Swiglu", gated: bool = True):
-    base = moe_case(m=8)
+def triton_case(dtype: str = "bf16", variant: str = "", activation: str = "Swiglu", gated: bool = True,
+                intermediate: int = 768, activation_quant: str = ""):
+    base = moe_case(intermediate, m=8)
     return replace(base, case_id=f"moe.experts.m8.{dtype}.triton" + (f".{variant}" if variant else ""),
                    dtype=dtype, backend="triton", routine="triton.fused_moe", variant=variant,
-                   activation=activation, gated=gated, driver_args=())
+                   activation=activation, gated=gated, driver_args=(), activation_quant=activation_quant)
 
 
 def test_every_case_activation_maps_to_a_kernel_activation_of_the_same_gating():
@@ -35,6 +36,29 @@ def test_case_to_problem(dtype, variant, scheme):
     assert (p.num_tokens, p.hidden, p.intermediate, p.local_experts, p.global_experts, p.top_k) == (
         8, 2048, 768, 128, 128, 8)
     assert (p.activation, p.gated, p.scheme, p.has_bias) == ("silu_and_mul", True, scheme, False)
+
+
+@pytest.mark.parametrize("variant, scheme", [("tuned", "bf16"), ("per_token-tuned", "fp8_per_token"),
+                                             ("block128-tuned", "fp8_block128")])
+def test_a_tuned_row_is_the_same_problem(variant, scheme):
+    dtype = "bf16" if scheme == "bf16" else "fp8"
+    assert triton_ops.moe_problem(triton_case(dtype, variant)) == triton_ops.moe_problem(
+        triton_case(dtype, variant.split("-")[0] if dtype == "fp8" else ""))
+    assert triton_ops.moe_problem(triton_case(dtype, variant)).scheme == scheme
+
+
+def test_online_per_tensor_computes_its_scale_per_call():
+    dynamic = triton_ops.moe_problem(triton_case("fp8", "per_tensor", activation_quant="fp8_per_tensor_dynamic"))
+    static = triton_ops.moe_problem(triton_case("fp8", "per_tensor", activation_quant="fp8_per_tensor_static"))
+    assert dynamic.dynamic_scale and not static.dynamic_scale
+
+
+def test_block128_runs_the_block_vllm_refines_the_shard_to():
+    # Qwen3-30B-A3B at TP=4: I = 192 per rank, 128x128 scales refined to 64x64.
+    assert triton_ops.moe_problem(triton_case("fp8", "block128", intermediate=192)).block_size == 64
+    assert triton_ops.moe_problem(triton_case("fp8", "block128")).block_size == 128
+    with pytest.raises(triton_ops.UnsupportedCase, match="vLLM refuses intermediate=48"):
+        triton_ops.moe_problem(triton_case("fp8", "block128", intermediate=48))
 
 
 def test_gpt_oss_activation_carries_its_biases_and_relu2_is_not_gated():

@@ -25,10 +25,16 @@ TORCH = "torch"
 TRITON = "triton"
 #: Triton's FP8 `tl.dot` needs FP8 tensor cores: SM 8.9+.
 _TRITON_FP8 = (8, 9)
+#: Variant label (alone, or after the FP8 scheme: "per_token-tuned") of the Triton MoE rows whose
+#: tiles this tool searches on the GPU: what vLLM runs with a tuned config file. The unlabelled
+#: Triton MoE rows run vLLM's own tile choice (vllm_rules/moe_triton.py).
+TUNED = "tuned"
 
 #: What a with_quant twin adds: the activation quantization the kernel's input needs.
 QUANT_FORMATS = {
     "fp8_per_tensor_static": "BF16 -> FP8 e4m3 with a given (static) per-tensor scale",
+    "fp8_per_tensor_dynamic": "BF16 -> FP8 e4m3 with one scale for the whole tensor computed on the "
+                              "fly (amax reduction, then the cast: vLLM's online fp8_per_tensor)",
     "fp8_per_token_dynamic": "BF16 -> FP8 e4m3 with a per-row amax scale computed on the fly",
     "nvfp4_128x4": "BF16 -> NVFP4 (block 16, global scale) with 128x4-swizzled block scales",
     "nvfp4_8x4": "BF16 -> NVFP4 with 8x4-swizzled block scales (TRTLLM GEMM at M <= 32; "
@@ -41,6 +47,7 @@ QUANT_FORMATS = {
 #: scheme is how its kernel consumes scales, which the activation it takes names.
 QUANT_SCHEME = {
     "fp8_per_tensor_static": "per_tensor",
+    "fp8_per_tensor_dynamic": "per_tensor",
     "fp8_per_token_dynamic": "per_token",
     "fp8_per_group_128": "block128",
 }
@@ -167,8 +174,10 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 source=f"{_GB}:5754", quant="nvfp4_128x4"),
     BackendSpec("gemm", "nvfp4", "mm_fp4", "trtllm", ccs=_TRTLLM_GEN, source=f"{_GB}:5699",
                 quant="nvfp4_8x4"),  # 8x4 for M <= TRTLLM_FP4_8X4_MAX_M, else 128x4
-    # ---- MoE, BF16.
+    # ---- MoE, BF16. The triton rows run vLLM's tiles; their "tuned" twins, searched tiles.
     BackendSpec("moe", "bf16", "triton.fused_moe", TRITON, min_cc=(8, 0),
+                source="triton: BF16 tl.dot needs SM 8.0+"),
+    BackendSpec("moe", "bf16", "triton.fused_moe", TRITON, TUNED, min_cc=(8, 0),
                 source="triton: BF16 tl.dot needs SM 8.0+"),
     BackendSpec("moe", "bf16", "torch._grouped_mm", TORCH, min_cc=(8, 0),
                 source="torch: _grouped_mm needs SM 8.0+"),
@@ -180,11 +189,18 @@ BACKENDS: tuple[BackendSpec, ...] = (
     # torch's FP8 MoE row takes its input already quantized per token (like the FlashInfer rows);
     # the per-token quantization between GEMM1 and GEMM2 stays inside; the twin adds the input's.
     # vLLM's fused-MoE algorithm by FP8 scheme; a2 (between the GEMMs) is quantized inside the call.
+    # Per-tensor as vLLM's online fp8_per_tensor runs its MoE: both scales computed per call.
     BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "per_tensor", min_cc=_TRITON_FP8,
-                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_tensor_static"),
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_tensor_dynamic"),
+    BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "per_tensor-" + TUNED, min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_tensor_dynamic"),
     BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "per_token", min_cc=_TRITON_FP8,
                 source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_token_dynamic"),
+    BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "per_token-" + TUNED, min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_token_dynamic"),
     BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "block128", min_cc=_TRITON_FP8,
+                source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_group_128"),
+    BackendSpec("moe", "fp8", "triton.fused_moe", TRITON, "block128-" + TUNED, min_cc=_TRITON_FP8,
                 source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_group_128"),
     BackendSpec("moe", "fp8", "torch._scaled_grouped_mm", TORCH,
                 ccs=((9, 0), (10, 0), (10, 3)),
@@ -360,6 +376,11 @@ def _jit_cost_reason(spec: BackendSpec, cc: tuple[int, int], caps: Capabilities)
     return ""
 
 
+def tuned_tiles(variant: str) -> bool:
+    """Whether a Triton MoE row of this variant runs searched tiles (TUNED) instead of vLLM's."""
+    return variant == TUNED or variant.endswith(f"-{TUNED}")
+
+
 def activation_quant(spec: BackendSpec, m: int) -> str:
     """QUANT_FORMATS key of the activation quantization `spec`'s kernel consumes at `m` physical
     rows ("" if none): what the case builder records on the Case (`Case.activation_quant`), the
@@ -377,6 +398,7 @@ def activation_quant(spec: BackendSpec, m: int) -> str:
 __all__ = [
     "TORCH",
     "TRITON",
+    "TUNED",
     "QUANT_FORMATS",
     "QUANT_SCHEME",
     "TRTLLM_FP4_8X4_MAX_M",
@@ -392,4 +414,5 @@ __all__ = [
     "JIT_COST_LIMITS",
     "capability_reason",
     "activation_quant",
+    "tuned_tiles",
 ]

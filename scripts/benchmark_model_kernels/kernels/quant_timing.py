@@ -7,6 +7,11 @@ A with_quant row = the kernel-only row + the time to quantize that kernel's inpu
   torch._scaled_mm per_tensor): `clamp(x * (1/scale), -448, 448) -> e4m3`, one Triton kernel.
 * FP8 per-token dynamic (torch._scaled_mm per_token and torch._scaled_grouped_mm, vLLM's dynamic
   path): one Triton kernel per row computing the row amax, scale = amax/448, and the cast.
+* FP8 per-tensor dynamic (the Triton MoE as vLLM's online fp8_per_tensor runs it): vLLM's
+  dynamic_scaled_fp8_quant as the MoE's own input quantizer does it
+  (kernels/triton_moe/fused.py: input_quant_fn): the scale reset, an amax reduction over the whole
+  tensor, then the cast. A Triton MoE row of a block-128 checkpoint that vLLM refines to a finer
+  block quantizes per 1 x that block (fp8_per_group_64, fp8_per_group_32), with the same quantizer.
 * NVFP4 (mm_fp4, cutlass_fused_moe quantized_input, trtllm/cute-dsl FP4 MoE):
   `flashinfer.fp4_quantize` with the backend's scale-factor layout (128x4 swizzled; 8x4 for
   mm_fp4 trtllm without --use_128x4_sf_layout; linear for the trtllm-gen and CuTe-DSL MoE, as
@@ -19,23 +24,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.case_schema import Case, GemmShape
+from ..core.case_schema import Case, GemmShape, MoeShape
+from ..vllm_rules.moe_triton import square_block_for_shard
 from . import triton_fp8_gemm
 from .timing import Measurement, UnsupportedCase, bench
 
 FP8_MAX = 448.0
 #: Scale-factor layouts of NVFP4 activations.
 SF_LAYOUTS = ("128x4", "8x4", "linear")
-QUANT_METHODS = ("fp8_per_tensor", "fp8_per_token", "fp8_per_group_128", "nvfp4")
+QUANT_METHODS = ("fp8_per_tensor", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_group_128",
+                 "fp8_per_group_64", "fp8_per_group_32", "nvfp4")
+#: The method of each FP8 activation format a case records (cases/backends.py QUANT_FORMATS).
+_FP8_METHODS = {"fp8_per_tensor_static": "fp8_per_tensor",
+                "fp8_per_tensor_dynamic": "fp8_per_tensor_dynamic",
+                "fp8_per_token_dynamic": "fp8_per_token", "fp8_per_group_128": "fp8_per_group_128"}
 
 QUANT_TIMING_NOTE = (
     "with_quant rows add the time of quantizing the kernel's BF16 input activation [M, K] "
     "(MoE: [M, hidden]) into the format the backend consumes, measured separately on the same "
     "GPU with the same FlashInfer bench_gpu_time settings (CUPTI, cold L2, CUDA graph, same "
     "warm-up and iteration counts) and added to the kernel-only median (quant_us is that part). "
-    "Each quantization is ONE fused kernel with no vLLM dependency: FP8 per-tensor static "
+    "Each quantization is ONE fused kernel with no vLLM dependency (but the dynamic per-tensor "
+    "one): FP8 per-tensor static "
     "(ModelOpt/static W8A8) is a Triton kernel computing clamp(x * (1/scale), -448, 448) -> e4m3 "
-    "with a precomputed scale; FP8 per-token dynamic (torch._scaled_mm per_token) is a Triton "
+    "with a precomputed scale; FP8 per-tensor dynamic (the Triton MoE of vLLM's online "
+    "fp8_per_tensor) is the scale reset, an amax reduction over the whole tensor and the cast, "
+    "as vLLM's dynamic_scaled_fp8_quant does it; FP8 per-token dynamic (torch._scaled_mm "
+    "per_token) is a Triton "
     "kernel that computes each row's amax, its scale amax/448 and the cast in one launch (also "
     "the MoE input of torch._scaled_grouped_mm rows, whose kernel-only row includes the per-token "
     "quantization between the two GEMMs but not the input's); NVFP4 "
@@ -85,10 +100,14 @@ def quant_spec(case: Case) -> QuantSpec:
     if case.dtype == "bf16":
         raise UnsupportedCase("BF16 rows have no activation quantization to add")
     if case.dtype == "fp8":
-        per_token = case.variant == "per_token" or case.routine == "torch._scaled_grouped_mm"
-        method = "fp8_per_token" if per_token else "fp8_per_tensor"
-        if case.variant == "block128":
-            method = "fp8_per_group_128"
+        method = _FP8_METHODS.get(case.activation_quant, "")
+        if not method:  # a case made without its activation format: its variant's
+            per_token = case.variant == "per_token" or case.routine == "torch._scaled_grouped_mm"
+            method = "fp8_per_token" if per_token else "fp8_per_tensor"
+            if case.variant == "block128":
+                method = "fp8_per_group_128"
+        if method == "fp8_per_group_128" and case.routine == "triton.fused_moe":
+            method = _triton_moe_group(case)
         return QuantSpec(method, rows, cols)
     if case.dtype == "nvfp4":
         if case.routine == "cutlass_fused_moe" and case.variant != "quantized_input":
@@ -100,6 +119,15 @@ def quant_spec(case: Case) -> QuantSpec:
             raise UnsupportedCase(f"NVFP4 quantization needs K % 16 == 0 (16-value blocks); K={cols}")
         return QuantSpec("nvfp4", rows, cols, _nvfp4_layout(case))
     raise ValueError(f"dtype={case.dtype!r}: expected bf16, fp8 or nvfp4")
+
+
+def _triton_moe_group(case: Case) -> str:
+    """The group quantization of a block-128 Triton MoE row: per 1 x 128, or per 1 x the block
+    vLLM refines the checkpoint's scales to for the shard (vllm_rules/moe_triton.py)."""
+    p = case.physical
+    assert isinstance(p, MoeShape)
+    block = square_block_for_shard(128, p.intermediate, p.hidden) or 128
+    return f"fp8_per_group_{block}"
 
 
 # ---------------------------------------------------------------------------- Triton kernels
@@ -174,6 +202,16 @@ def measure_quant(case: Case, settings) -> Measurement:
 
     if major < 9 and (major, minor) != (8, 9):
         raise UnsupportedCase(f"FP8 (e4m3) needs SM89+; this GPU is sm_{major}{minor}")
+    if spec.method in ("fp8_per_tensor_dynamic", "fp8_per_group_64", "fp8_per_group_32"):
+        # The Triton MoE's own input quantizer, as its kernel consumes it.
+        from .triton_moe.fused import input_quant_fn
+
+        if spec.method == "fp8_per_tensor_dynamic":
+            fn, args = input_quant_fn(x, "fp8_per_tensor")
+        else:
+            fn, args = input_quant_fn(x, "fp8_block128", block_size=int(spec.method.rsplit("_", 1)[1]))
+        fn(*args)
+        return bench(fn, settings, input_args=args)
     if spec.method == "fp8_per_group_128":
         # The block-FP8 kernels' own 1x128-group quantizer (kernels/triton_fp8_gemm.py); N=128 keeps
         # the unused weight it builds small.
