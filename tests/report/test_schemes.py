@@ -46,9 +46,14 @@ def _rows() -> list[dict]:
     return rows
 
 
+#: The plan's checkpoint: per-tensor FP8 with static activation scales, whose MoE vLLM runs on
+#: FlashInfer's SM90 CUTLASS kernel.
+STATIC = dict(name="hand-made", source="test", model_type="t", architecture="T", fp8_activation_scales="static")
+
+
 @pytest.fixture(scope="module")
 def run() -> Analysis:
-    return Analysis(results_of(_rows()), "hand-made")
+    return Analysis(results_of(_rows(), model=STATIC), "hand-made")
 
 
 # --------------------------------------------------------------------------- scheme split
@@ -114,18 +119,31 @@ def test_incomplete_vllm_default_says_which_kernel_is_not_timed_and_why(run):
     assert tensor.missing == ("qkv_proj", "experts") and tensor.no_number
     why = dict(zip(tensor.missing, tensor.why_missing, strict=True))
     # the dispatch table's own `missing` text for the dense GEMM...
-    assert why["qkv_proj"].startswith("run vLLM CUTLASS cutlass_scaled_mm, not timed here: vLLM's own CUTLASS")
+    assert why["qkv_proj"].startswith("run vLLM CUTLASS cutlass_scaled_mm (static per-tensor activations), not "
+                                      "timed here: vLLM's own CUTLASS")
     # ...and the default row's reason when one exists but has no number
     assert "FlashInfer CUTLASS fused MoE" in why["experts"] and "cutlass_fused_moe needs SM100" in why["experts"]
-    # per-token: vLLM's Triton design failed at M=1 only; at M=8 it has a number
+    # per-token: vLLM runs its own CUTLASS grouped GEMM, which no row times; the Triton fallback is
+    # named as the closest timed row where it has a number (it failed at M=1)
     token1, token8 = run.rollup("fp8.per_token", 1, VLLM), run.rollup("fp8.per_token", 8, VLLM)
-    assert token1.missing == ("qkv_proj", "experts") and token8.missing == ("qkv_proj",)
-    assert "its row has no number (triton/per_token +quant: boom)" in token1.why_missing[1]
+    assert token1.missing == token8.missing == ("qkv_proj", "experts")
+    assert "closest timed" not in token1.why_missing[1]
+    assert token8.why_missing[1].startswith("run vLLM CUTLASS grouped GEMM (CutlassExpertsFp8), not timed here")
+    assert token8.why_missing[1].endswith("; closest timed: triton/per_token 23.0 us [fallback]")
+    assert token8.why_missing[0].endswith("; closest timed: torch/per_token 6.00 us [fallback]")
     text = "\n".join(markdown.summary_lines(run))
     assert ("- **FP8 per-tensor (checkpoint scheme) vLLM default** is incomplete: dense GEMMs (qkv_proj) "
-            "run vLLM CUTLASS cutlass_scaled_mm, not timed here: vLLM's own CUTLASS kernel") in text
-    assert ("MoE layers (experts) at M=1 run Triton fused_moe (per-token FP8) (vLLM's design in this "
-            "tool's Triton code); its row has no number (triton/per_token +quant: boom)") in text
+            "run vLLM CUTLASS cutlass_scaled_mm (static per-tensor activations), not timed here: vLLM's own "
+            "CUTLASS kernel") in text
+    assert ("MoE layers (experts) at M=8 run vLLM CUTLASS grouped GEMM (CutlassExpertsFp8), not timed here: "
+            "vLLM's own CUTLASS grouped GEMM") in text
+
+
+def test_a_plan_without_per_tensor_activation_scales_has_no_per_tensor_default():
+    a = Analysis(results_of(_rows()), "old plan")
+    why = a.rollup("fp8.per_tensor", 1, VLLM).why_missing
+    assert all("the plan predates the record of whether per-tensor activation scales are static or "
+               "dynamic" in w for w in why)
 
 
 def test_summary_table_leads_with_vllm_default_and_best_measured_per_recipe(run):
@@ -145,9 +163,11 @@ def test_summary_table_leads_with_vllm_default_and_best_measured_per_recipe(run)
 def test_cells_mark_vllm_default_rows_and_name_the_default_when_another_wins(run):
     text = "\n".join(markdown.workdir_section(run, []))
     assert "| qkv_proj (N=64 K=32) x2 | 8.00 cudnn; vLLM default torch 10.0 | 12.0 torch [vLLM] |" in text
-    assert "30.0 triton [vLLM design] (torch composite 90.0)" in text
-    # quantized MoE cells compare with vLLM's BF16 default (triton 40 / 23 = 1.74x), not the composite
-    assert "23.0 triton/per_token [vLLM design] (1.74x vs triton bf16)" in text
+    # rows recorded before `timed_as`: every Triton row then searched its own tiles
+    assert "30.0 triton [vLLM design, tuned tiles] (torch composite 90.0)" in text
+    # quantized MoE cells compare with vLLM's BF16 default (triton 40 / 23 = 1.74x), not the composite;
+    # per-token Triton is vLLM's fallback (it runs its CUTLASS grouped GEMM on SM90)
+    assert "23.0 triton/per_token [fallback] (1.74x vs triton bf16)" in text
     assert "51.0 torch composite (0.59x vs triton bf16)" in text  # vLLM's design failed at M=1
 
 

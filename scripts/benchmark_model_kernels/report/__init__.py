@@ -5,8 +5,8 @@ analyses per module, per-step roll-ups and crossovers, and renders Markdown and 
 Nothing here measures; it never changes a results.json. One way, module by module:
   cells.py     rows -> the best cell of one (module, M, recipe, basis); the vocabulary (each
                FP8 scheme its own recipe; the vLLM-default basis)
-  row_facts.py results dict -> Rows with scheme / vllm_default / num_tokens (derived for rows
-               written before them) and the checkpoint's FP8 scheme
+  row_facts.py results dict -> Rows with scheme / vllm_default / timed_as / num_tokens (derived
+               for rows written before them) and the checkpoint's FP8 scheme
   attention.py attention rows -> per layer type the best backend per (phase, M, KV length, KV
                dtype) and the attention time of a decode step
   plan_entries.py  plan + rows -> Entry per module (logical shape, padding, MoE tokens per M)

@@ -20,7 +20,7 @@ from ..core.plan_schema import Plan
 from ..core.results_schema import Row
 from ..core.version import __version__
 from ..doctor.environment import version_warnings
-from ..vllm_rules.dispatch import VllmDefault, gpu_family, vllm_default
+from ..vllm_rules.dispatch import VllmDefault, gpu_family, table_row
 from ..vllm_rules.layers import kept_in_bf16
 from .attention import AttentionView
 from .cells import (
@@ -39,6 +39,7 @@ from .cells import (
     RECIPE_LABELS,
     RECIPES,
     ROUTER,
+    TIMED_MARKS,
     TORCH_MOE_LABEL,
     VLLM,
     VLLM_MARKS,
@@ -60,8 +61,9 @@ from .cells import (
     speedup,
     vllm_mark,
 )
+from .md_text import fmt_us
 from .plan_entries import Entry, entries_of, plan_of
-from .row_facts import CheckpointScheme, checkpoint_scheme, environment_cc, rows_with_facts
+from .row_facts import CheckpointScheme, DispatchContext, checkpoint_scheme, environment_cc, rows_with_facts
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,7 @@ class Analysis:
         self.compute_capability = environment_cc(results)
         self.family = gpu_family(self.compute_capability)
         self.expert_parallel = self.plan is not None and self.plan.ep > 1
+        self.dispatch = DispatchContext.of(results, self.plan)
         self.all_rows: list[Row] = rows_with_facts(results, self.plan)
         #: The tables, totals and figures read one timing mode: CUDA graphs where the run timed
         #: them (how vLLM runs decode), else eager; `eager_pairs` sets the other mode beside it.
@@ -207,18 +210,34 @@ class Analysis:
     # --- vLLM's default kernels
     def vllm_rule(self, entry: Entry, recipe: str) -> VllmDefault | None:
         """vllm_rules/dispatch.py's row for this module's layer kind and recipe on this GPU."""
-        return vllm_default(self.family, entry.kind, recipe_dtype(recipe), recipe_scheme(recipe),
-                            self.expert_parallel)
+        shape = next((r for r in self.rows if (r.kind, r.name) == entry.key and r.intermediate is not None), None)
+        cell = self.dispatch.cell(entry.kind, recipe_dtype(recipe), recipe_scheme(recipe),
+                                  shape.intermediate if shape else None, shape.hidden if shape else None)
+        return table_row(self.family, cell)
+
+    def closest_timed(self, entry: Entry, m: int, recipe: str, rule: VllmDefault) -> str:
+        """"; closest timed: triton/per_token 23.0 us [fallback]": the row the dispatch table names
+        for a vLLM default no row times, when it has a number ("" otherwise)."""
+        if rule.closest is None:
+            return ""
+        rows = [r for r in self.rows_for(entry, m, recipe) if (r.backend, r.routine) == rule.closest]
+        cell = best_cell(rows_on_quant_basis(rows))
+        if cell.us is None or cell.row is None:
+            return ""
+        return f"; closest timed: {cell.backend} {fmt_us(cell.us)} us{vllm_mark(cell.row)}"
 
     def default_gap(self, entry: Entry, m: int, recipe: str) -> str:
         """Why `entry` has no vLLM-default number at M under `recipe`, worded to follow the
         module's name ("qkv_proj run ...")."""
         rule = self.vllm_rule(entry, recipe)
         if rule is None:
+            if recipe_scheme(recipe) == "per_tensor" and not self.dispatch.activation_scales and self.family:
+                return ("have no vLLM dispatch rule: the plan predates the record of whether per-tensor "
+                        "activation scales are static or dynamic, which decides vLLM's kernel")
             gpu = self.family or "a GPU whose compute capability was not recorded"
             return f"have no vLLM dispatch rule in this tool for {recipe_label(recipe)} on {gpu}"
         if not rule.match:
-            return f"run {rule.kernel}, not timed here: {rule.missing}"
+            return f"run {rule.kernel}, not timed here: {rule.missing}{self.closest_timed(entry, m, recipe, rule)}"
         kernel = rule.kernel + (f" ({_design_words(rule.backend)})" if rule.match == "design" else "")
         cell = self.default_cell(entry, m, recipe, QUANT)
         if cell.status == NOT_MEASURED.status:
@@ -377,7 +396,7 @@ def run_labels(analyses: Sequence[Analysis]) -> list[str]:
 __all__ = [
     # cells.py, re-exported: figures.py and the Markdown renderers read the vocabulary through this module
     "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "TORCH_MOE_LABEL", "BASELINE", "QUANT", "KERNEL",
-    "VLLM", "VLLM_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
+    "VLLM", "VLLM_MARKS", "TIMED_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
     "NOT_MEASURED", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
     "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover",

@@ -41,6 +41,11 @@ KERNEL = "kernel"
 VLLM = "vllm_default"
 #: Row marks of a cell whose winner times vLLM's default ("same") or its design ("design").
 VLLM_MARKS = {"same": "[vLLM]", "design": "[vLLM design]"}
+#: Row marks by what the row times (Row.timed_as, vllm_rules/dispatch.py TIMED_LABELS); a
+#: comparison row has none.
+TIMED_MARKS = {"vllm_kernel": VLLM_MARKS["same"], "vllm_design_vllm_tiles": VLLM_MARKS["design"],
+               "vllm_design_tuned_tiles": "[vLLM design, tuned tiles]", "fallback": "[fallback]",
+               "stand_in": "[stand-in]"}
 
 
 def recipe_of(row: Row) -> str:
@@ -165,8 +170,12 @@ def backend_label(row: Row) -> str:
 
 
 def vllm_mark(row: Row | None) -> str:
-    """" [vLLM]" / " [vLLM design]" for a row that times vLLM's default, else ""."""
-    mark = VLLM_MARKS.get(row.vllm_default, "") if row is not None else ""
+    """What the row times relative to vLLM's default (TIMED_MARKS): " [vLLM]", " [vLLM design]",
+    " [vLLM design, tuned tiles]", " [fallback]", " [stand-in]"; "" for a comparison. A row
+    without `timed_as` is marked by `vllm_default` alone."""
+    if row is None:
+        return ""
+    mark = TIMED_MARKS.get(row.timed_as, "") if row.timed_as else VLLM_MARKS.get(row.vllm_default, "")
     return f" {mark}" if mark else ""
 
 
@@ -292,7 +301,7 @@ def crossover(baselines: Sequence[Cell], cells: Sequence[Cell], ms: Sequence[int
 
 __all__ = [
     "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "TORCH_MOE_LABEL", "BASELINE", "QUANT", "KERNEL",
-    "VLLM", "VLLM_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
+    "VLLM", "VLLM_MARKS", "TIMED_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
     "NOT_MEASURED", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
     "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover", "spread_of",

@@ -21,6 +21,7 @@ from .analysis import (
     MOE,
     OTHER,
     RECIPES,
+    TIMED_MARKS,
     VLLM,
     VLLM_MARKS,
     Analysis,
@@ -40,8 +41,13 @@ from .recipe_totals import SUMMARY_BASES, SUMMARY_BASIS_WORDS
 #: The row marks, explained under the module tables and in the summary.
 MARKS_TEXT = (f"`{VLLM_MARKS['same']}`: the winner times the kernel vLLM dispatches by default for "
               f"this layer kind, recipe and FP8 scheme on this GPU; `{VLLM_MARKS['design']}`: it "
-              "times vLLM's design in this tool's Triton code; `; vLLM default <backend> <us>` follows "
-              "when another backend won and the vLLM-default row has a number")
+              "times vLLM's design in this tool's Triton code with vLLM's tile choice, "
+              f"`{TIMED_MARKS['vllm_design_tuned_tiles']}` with tiles this tool searched (what vLLM "
+              f"runs with a tuned config file); `{TIMED_MARKS['fallback']}`: a kernel vLLM runs "
+              f"elsewhere (later in its priority list, another GPU or shape); `{TIMED_MARKS['stand_in']}`: "
+              "timed in place of a vLLM default no row times; unmarked: a comparison; "
+              "`; vLLM default <backend> <us>` follows when another backend won and the vLLM-default "
+              "row has a number")
 
 
 def module_kind_table_markdown() -> str:

@@ -15,6 +15,7 @@ from ..vllm_rules.layers import kept_in_bf16
 from .analysis import (
     BASELINE,
     BASELINE_BACKEND,
+    TIMED_MARKS,
     TORCH_MOE_LABEL,
     VLLM,
     VLLM_MARKS,
@@ -137,7 +138,10 @@ def _definition_lines(a: Analysis) -> list[str]:
         "- **vLLM default** = per module, the row that times the kernel vLLM dispatches by default "
         "for this GPU, layer kind, recipe and FP8 scheme (vllm_rules/dispatch.py; marked "
         f"`{VLLM_MARKS['same']}` in the module tables) or vLLM's design of it "
-        f"(`{VLLM_MARKS['design']}`), +quant where timed. **best measured** = the fastest measured "
+        f"(`{VLLM_MARKS['design']}`, `{TIMED_MARKS['vllm_design_tuned_tiles']}`), +quant where timed; "
+        "where no row can time it the line is incomplete and names the closest timed row "
+        f"(`{TIMED_MARKS['fallback']}`: a kernel vLLM runs elsewhere, `{TIMED_MARKS['stand_in']}`: "
+        "timed in its place). **best measured** = the fastest measured "
         "backend per module and M, +quant where the run timed the activation quantization (vLLM "
         "quantizes activations on every call).",
         f"- **BF16 baseline** = the `{BASELINE_BACKEND}` rows: `F.linear` on cuBLAS for GEMMs (vLLM's "

@@ -1,9 +1,10 @@
 """Facts a results row carries today, filled in for rows written before they were recorded.
 
 In: a parsed results.json. Out: its Rows (`core/results_schema.py`) with `scheme`, `vllm_default`,
-(MoE) `num_tokens` and `mode` present. A row that recorded a field keeps it; a row whose dict lacks
-the key gets it by the rule the runner applies now (`cases.backends.scheme_of`,
-`vllm_rules.dispatch.default_match` for the compute capability the environment recorded), an
+`timed_as`, (MoE) `num_tokens` and `mode` present. A row that recorded a field keeps it; a row whose
+dict lacks the key gets it by the rule the case builder applies now (`cases.backends.scheme_of`,
+`vllm_rules.dispatch` for the compute capability the environment recorded and the plan's per-tensor
+activation scales; a Triton row without `timed_as` searched its tiles: none ran vLLM's then), an
 old MoE row ran num_tokens = M (runs before expert-parallel token scaling), and a row from before
 timing modes ran in the mode its run's settings.cuda_graph says. Facts that cannot be derived are
 marked instead: a timed row from before percentiles says so in `spread_note`, one from before
@@ -20,7 +21,7 @@ from ..cases.backends import scheme_of
 from ..core.plan_schema import Plan
 from ..core.results_schema import Row, row_from_dict
 from ..env.gpu import parse_compute_capability
-from ..vllm_rules.dispatch import default_match
+from ..vllm_rules.dispatch import LayerCell, gpu_family, is_vllm_default, refined_fp8_block, table_row, timed_label
 
 #: The scheme assumed where the plan names none: vLLM's online FP8 of a BF16 checkpoint.
 DEFAULT_FP8_SCHEME = "per_tensor"
@@ -55,26 +56,55 @@ def _marked(row: Row, raw: dict[str, Any], mode: str) -> Row:
     return replace(row, **marks) if marks else row
 
 
-def _with_facts(raw: dict[str, Any], cc: tuple[int, int] | None, expert_parallel: bool,
-                mode: str = "graph") -> Row:
+@dataclass(frozen=True)
+class DispatchContext:
+    """What the dispatch table needs to know of a run besides a row: its GPU and layout, and the
+    plan's per-tensor activation scales ("" when the plan predates that record)."""
+
+    compute_capability: tuple[int, int] | None
+    expert_parallel: bool = False
+    activation_scales: str = ""
+
+    @classmethod
+    def of(cls, results: dict[str, Any], plan: Plan | None) -> DispatchContext:
+        scales = plan.model.fp8_activation_scales if plan is not None else ""
+        return cls(environment_cc(results), plan is not None and plan.ep > 1, scales)
+
+    def cell(self, kind: str, dtype: str, scheme: str, intermediate: int | None, hidden: int | None) -> LayerCell:
+        """The dispatch table's cell of one layer (a block-128 MoE refined where vLLM refines it)."""
+        refined = (kind == "moe" and scheme == "block128" and intermediate is not None and hidden is not None
+                   and refined_fp8_block(intermediate, hidden) > 0)
+        return LayerCell(kind, dtype, scheme, self.expert_parallel, self.activation_scales, refined)
+
+
+def _with_facts(raw: dict[str, Any], context: DispatchContext, mode: str = "graph") -> Row:
     row = _marked(row_from_dict(raw), raw, mode)
     scheme = row.scheme if "scheme" in raw else scheme_of(row.kind, row.dtype, row.routine,
                                                           row.backend, row.variant)
-    match = row.vllm_default if "vllm_default" in raw else default_match(
-        cc, row.kind, row.dtype, scheme, row.backend, row.routine, expert_parallel)
+    facts: dict[str, Any] = {}
+    if "vllm_default" not in raw or "timed_as" not in raw:
+        rule = table_row(gpu_family(context.compute_capability),
+                         context.cell(row.kind, row.dtype, scheme, row.intermediate, row.hidden))
+        if "vllm_default" not in raw:
+            facts["vllm_default"] = rule.match if rule is not None and is_vllm_default(rule, row.backend,
+                                                                                       row.routine) else ""
+        if "timed_as" not in raw and row.kind != "attention":
+            timed = timed_label(rule, row.backend, row.routine, tuned_tiles=row.backend == "triton")
+            facts.update(timed_as=timed.label, vllm_runs=timed.vllm_runs)
     tokens = row.num_tokens if row.num_tokens is not None or row.kind != "moe" else row.m
-    if (scheme, match, tokens) == (row.scheme, row.vllm_default, row.num_tokens):
-        return row
-    return replace(row, scheme=scheme, vllm_default=match, num_tokens=tokens)
+    if scheme != row.scheme:
+        facts["scheme"] = scheme
+    if tokens != row.num_tokens:
+        facts["num_tokens"] = tokens
+    return replace(row, **facts) if facts else row
 
 
 def rows_with_facts(results: dict[str, Any], plan: Plan | None) -> list[Row]:
     """Every row of `results`, with the facts it lacks derived (see the module docstring)."""
-    cc = environment_cc(results)
-    expert_parallel = plan is not None and plan.ep > 1
+    context = DispatchContext.of(results, plan)
     settings = results.get("settings") if isinstance(results.get("settings"), dict) else {}
     mode = "eager" if settings.get("cuda_graph") is False else "graph"
-    return [_with_facts(raw, cc, expert_parallel, mode) for raw in results.get("rows", [])]
+    return [_with_facts(raw, context, mode) for raw in results.get("rows", [])]
 
 
 @dataclass(frozen=True)
@@ -106,5 +136,5 @@ def checkpoint_scheme(plan: Plan | None) -> CheckpointScheme:
                             "per-tensor FP8 of its weights")
 
 
-__all__ = ["DEFAULT_FP8_SCHEME", "NO_SPREAD_RECORDED", "NO_CHECK_RECORDED", "compute_capability", "environment_cc",
-           "rows_with_facts", "CheckpointScheme", "checkpoint_scheme"]
+__all__ = ["DEFAULT_FP8_SCHEME", "DispatchContext", "NO_SPREAD_RECORDED", "NO_CHECK_RECORDED", "compute_capability",
+           "environment_cc", "rows_with_facts", "CheckpointScheme", "checkpoint_scheme"]
