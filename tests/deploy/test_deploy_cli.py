@@ -142,6 +142,13 @@ def test_assemble_only_rereads_the_runs_without_a_gpu(monkeypatch, tmp_path, cap
     assert json.load(open(workdir / "deployment.json"))["workload"]["routing"] == "uniform"  # left alone
     assert rows_before == {p: os.path.getmtime(workdir / p / "results.json") for p in rows_before}
     assert "##### layout" not in capsys.readouterr().out  # nothing timed
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")
+    again = [*base, "--workdir", str(workdir), "--assemble_only", "--out"]
+    assert cli.main([*again, str(tmp_path / "mine")]) == EXIT_USAGE
+    assert capsys.readouterr().err.startswith(f"error: --out={tmp_path / 'mine'}: holds other files (notes.txt)")
+    assert cli.main([*again, str(workdir / "zipf")]) == 0  # a deployment's own folder: written again
+    capsys.readouterr()
     assert cli.main([*base, "--workdir", str(tmp_path / "empty"), "--assemble_only"]) == EXIT_USAGE
     assert capsys.readouterr().err.startswith(f"error: --workdir={tmp_path / 'empty'}: holds no layout's results.json")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 from dataclasses import replace
 from typing import Any, Sequence
@@ -31,8 +32,8 @@ from ..run.workdir import check_workdir, make_workdir
 from .collectives import ALL2ALL_BACKENDS
 from .comm_times import CommModel
 from .layouts import Cluster, LayoutPlan, MemorySettings, PlanOptions, layout_plans, parse_gpus
-from .output import Deployment, write_deployment
-from .report import write_report
+from .output import DEPLOYMENT_JSON, Deployment, write_deployment
+from .report import REPORT_MD, write_report
 from .routing import Routing
 from .summary import summary_lines
 from .view import BASES, Communication, LayoutRun, Target, Workload, assemble, recipe_key, step_collectives
@@ -283,10 +284,27 @@ def check_assemble_only(args: argparse.Namespace) -> None:
                          "of an earlier deploy.py run, or drop --assemble_only to time the layouts")
 
 
+def check_out(args: argparse.Namespace) -> None:
+    """--out (other than --workdir) is new, or holds only what a deployment writes: no file of
+    another kind is replaced."""
+    out = args.out
+    if not out or (args.workdir and os.path.abspath(out) == os.path.abspath(args.workdir)):
+        return
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError("--out", out, "exists and is not a folder; give a new folder, e.g. --out runs/deploy/zipf")
+    own = {DEPLOYMENT_JSON, REPORT_MD}
+    others = [n for n in sorted(os.listdir(out)) if n not in own and not re.fullmatch(r"fig_pareto_ctx\d+\.png", n)
+              ] if os.path.isdir(out) else []
+    if others:
+        raise UsageError("--out", out, f"holds other files ({', '.join(others[:3])}); give a new folder or one "
+                         "that holds only a deployment's deployment.json, report.md and figures")
+
+
 def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     cluster = parse_gpus(args.gpus)
     work = workload_from_args(args)
+    check_out(args)
     if args.assemble_only:
         check_assemble_only(args)
     elif not args.dry_run:
@@ -331,4 +349,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["build_parser", "workload_from_args", "timed_ms", "timed_recipes", "layout_cases", "run_args",
-           "check_gpu_here", "comm_model", "deployment_of", "check_assemble_only", "main", "PASSED_THROUGH"]
+           "check_gpu_here", "comm_model", "deployment_of", "check_assemble_only", "check_out", "main",
+           "PASSED_THROUGH"]
