@@ -152,3 +152,11 @@ def test_every_collective_cites_vllm_source_and_an_op_nccl_tests_has():
 def test_tokens_must_be_positive():
     with pytest.raises(UsageError, match="tokens=0"):
         table("llama-3.1-70b", 8, 1, tokens=0)
+
+
+def test_dense_dp_ranks_are_independent_engines_and_moe_dp_ranks_sync_their_token_counts():
+    dense = collectives(_plan("llama-3.1-70b", 4, 1), Layout(tp=4, dp=2), 8)
+    assert "DP token-count sync" not in {c.name for c in dense}
+    assert {c.group_kind for c in dense} == {"TP"}
+    moe = {c.name: c for c in collectives(_plan("qwen3-30b-a3b", 1, 8), Layout.from_flags(1, 8), 8)}
+    assert moe["DP token-count sync"].group == 8 and moe["DP token-count sync"].per_step == 1

@@ -205,7 +205,9 @@ class _Step:
                                     "routed and shared experts' outputs summed over the TP group"))
         if self.sp:
             out += self._sequence_parallel()
-        if self.layout.dp > 1:
+        # Only an MoE model's DP ranks step together; a dense model's DP ranks are independent
+        # engines (vllm/v1/engine/core.py: "Non-MoE DP ranks are completely independent").
+        if self.layout.dp > 1 and self.plan.moe:
             dp = self.layout.dp
             out.append(Collective("DP token-count sync", "all_reduce", dp, _DP_SYNC_INTS * 4 * dp, 1,
                                   "vllm/v1/worker/dp_utils.py: _run_ar", "DP",
