@@ -417,7 +417,15 @@ def _cross_checked(plan, model: str, args: argparse.Namespace):
     assume = getattr(args, "assume_cc", None)
     gpu = target_gpu(flags.parse_cc(assume) if assume else None)  # the GPU whose CUDA class is built
     result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory, gpu=gpu)
-    return replace(plan, cross_check=CrossCheck(result.against, result.status, result.differences,
+    status, differences = result.status, result.differences
+    if status in ("match", "mismatch"):  # vLLM builds the model: ask which kernels it selects
+        from .crosscheck.vllm_dispatch import check_plan_dispatch
+
+        dispatch = check_plan_dispatch(src.raw, plan.tp, plan.ep, plan.model.fp8_activation_scales,
+                                       gpu.cc if gpu is not None else None)
+        status = "mismatch" if dispatch.differs else status
+        differences = tuple(differences) + dispatch.lines
+    return replace(plan, cross_check=CrossCheck(result.against, status, differences,
                                                 result.refused or result.not_checked))
 
 

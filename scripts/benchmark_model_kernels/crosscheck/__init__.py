@@ -2,7 +2,10 @@
 device for one rank of the plan's TP/DP/EP layout (`vllm_build`; for a platform-split family the
 class vLLM builds on the target GPU's CUDA platform, `vllm_platform`), read back into per-rank GEMM
 and fused-MoE shapes (`vllm_layers`), and compared with the plan entry by entry (`compare`); `check`
-does the three for one plan.
+does the three for one plan. And which kernels vLLM selects: `vllm_dispatch` asks vLLM's own
+selection code per layer kind, recipe and FP8 scheme on a target GPU (one process per GPU,
+`vllm_dispatch_child`, whose vLLM platform answers as that GPU: `vllm_target_gpu`) and compares the
+answers with the hand table of vllm_rules/dispatch.py.
 
 In: a `plan.schema.Plan` and the config it was planned from. Out: a `compare.CrossCheckResult`
 (match, the differences one per line, vLLM's refusal, or why vLLM's class could not be built on this
