@@ -400,24 +400,77 @@ def test_fp8_rows_carry_their_scheme():
         assert c.scheme == (want or "per_tensor"), c.case_id
 
 
+def _with_scales(plan: Plan, scales: str) -> Plan:
+    return replace(plan, model=replace(plan.model, fp8_activation_scales=scales))
+
+
 def test_vllm_default_marks_on_hopper():
-    cases = by_id(build_cases(small_plan(), [8], compute_capability=SM90))
+    cases = by_id(build_cases(_with_scales(small_plan(), "dynamic"), [8], compute_capability=SM90))
     marked = {cid: c.vllm_default for cid, c in cases.items() if c.vllm_default}
-    # BF16 linear: F.linear on cuBLAS (torch.linear); BF16 MoE and per-token / block FP8 MoE:
-    # vLLM's Triton fused MoE (this tool's Triton code of its design).
+    # BF16 linear: F.linear on cuBLAS (torch.linear); BF16 MoE, block FP8 MoE and the dynamic
+    # per-tensor MoE of vLLM's online fp8_per_tensor: vLLM's Triton fused MoE (this tool's Triton
+    # code of its design).
     assert marked["gemm.qkv_proj.m8.bf16.torch"] == "same"
     assert marked["moe.experts.m8.bf16.triton"] == "design"
-    assert marked["moe.experts.m8.fp8.triton.per_token"] == "design"
     assert marked["moe.experts.m8.fp8.triton.block128"] == "design"
+    assert marked["moe.experts.m8.fp8.triton.per_tensor"] == "design"
     assert "moe.experts.m8.bf16.torch" not in marked  # the composite is never vLLM's kernel
-    assert "moe.experts.m8.fp8.triton.per_tensor" not in marked  # FlashInfer CUTLASS is, on SM90
-    assert not any(c.vllm_default for c in build_cases(small_plan(), [8]))  # GPU unknown
+    # per-token FP8 MoE: vLLM's own CUTLASS grouped GEMM, which no row times; Triton is its fallback
+    per_token = cases["moe.experts.m8.fp8.triton.per_token"]
+    assert (per_token.vllm_default, per_token.timed_as) == ("", "fallback")
+    assert "CutlassExpertsFp8" in per_token.vllm_runs
+    # a static-scale checkpoint: FlashInfer's SM90 CUTLASS MoE is vLLM's kernel
+    static = by_id(build_cases(_with_scales(small_plan(), "static"), [8], compute_capability=SM90))
+    assert static["moe.experts.m8.fp8.cutlass"].vllm_default == "same"
+    assert static["moe.experts.m8.fp8.triton.per_tensor"].timed_as == "fallback"
+    assert not any(c.vllm_default or c.timed_as for c in build_cases(small_plan(), [8]))  # GPU unknown
+
+
+def test_every_row_says_what_it_times_on_hopper():
+    from benchmark_model_kernels.cases.backends import tuned_tiles
+    from benchmark_model_kernels.vllm_rules.dispatch import TIMED_LABELS
+
+    cases = build_cases(_with_scales(small_plan(), "dynamic"), [8], compute_capability=SM90)
+    for c in cases:
+        if c.kind == "attention":
+            continue
+        assert c.timed_as in TIMED_LABELS, c.case_id
+        assert bool(c.vllm_runs) == (c.timed_as in ("fallback", "stand_in", "comparison")), c.case_id
+        if c.vllm_default == "same":
+            assert c.timed_as == "vllm_kernel", c.case_id
+        if c.vllm_default == "design":
+            want = "vllm_design_tuned_tiles" if tuned_tiles(c.variant) else "vllm_design_vllm_tiles"
+            assert c.timed_as == want, c.case_id
+    ids = by_id(cases)
+    # vLLM's CUTLASS cutlass_scaled_mm is not timed: torch._scaled_mm stands in (dynamic per-token
+    # activations in vLLM, a static scale here), and is vLLM's own fallback for per-token scales
+    assert ids["gemm.qkv_proj.m8.fp8.torch.per_tensor"].timed_as == "stand_in"
+    assert ids["gemm.qkv_proj.m8.fp8.torch.per_token"].timed_as == "fallback"
+    assert ids["gemm.qkv_proj.m8.fp8.cudnn"].timed_as == "comparison"
+    # the twin says what its kernel-only row says
+    assert ids["gemm.qkv_proj.m8.fp8.torch.per_token.q"].timed_as == "fallback"
+
+
+def test_block_fp8_moe_at_a_shard_128_does_not_divide_runs_triton_with_refined_blocks():
+    # Qwen3-30B-A3B at TP=4: I_r = 192; vLLM refines the 128x128 blocks to 64x64 and runs Triton
+    plan = replace(small_plan(intermediate=192), tp=4)
+    cases = by_id(build_cases(plan, [8], compute_capability=SM100))
+    triton = cases["moe.experts.m8.fp8.triton.block128"]
+    assert triton.skip_reason == "" and triton.vllm_default == "design"
+    assert "64x64" in triton.note
+    trtllm = cases["moe.experts.m8.fp8.trtllm.block128"]
+    assert "refines the blocks to 64x64" in trtllm.skip_reason and trtllm.timed_as == "fallback"
+    # TP=1: the checkpoint's blocks fit, and FlashInfer's TRTLLM block-scale MoE is vLLM's kernel
+    whole = by_id(build_cases(replace(small_plan(intermediate=768), tp=1), [8], compute_capability=SM100))
+    assert whole["moe.experts.m8.fp8.trtllm.block128"].vllm_default == "same"
+    assert whole["moe.experts.m8.fp8.triton.block128"].note == ""
 
 
 def test_block_fp8_moe_under_ep_is_not_triton_on_hopper():
-    plan = replace(small_plan(experts=16, global_experts=128, tokens_per_m=8), tp=1, ep=8)
+    plan = replace(small_plan(experts=16, global_experts=128, tokens_per_m=8, intermediate=768), tp=1, ep=8)
     cases = by_id(build_cases(plan, [8], compute_capability=SM90))
     assert cases["moe.experts.m8.fp8.triton.block128"].vllm_default == ""
+    assert cases["moe.experts.m8.fp8.triton.block128"].timed_as == "fallback"
     assert cases["moe.experts.m8.bf16.triton"].vllm_default == "design"
 
 

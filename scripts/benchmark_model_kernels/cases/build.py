@@ -16,7 +16,7 @@ from ..core.case_schema import DTYPES, MODES, Case, GemmShape, MoeShape
 from ..core.case_schema import id_part as _id_part
 from ..core.errors import UsageError
 from ..core.plan_schema import GemmEntry, ModelInfo, MoeEntry, Plan, Routing
-from ..vllm_rules.dispatch import default_match
+from ..vllm_rules.dispatch import LayerCell, gpu_family, is_vllm_default, refined_fp8_block, table_row, timed_label
 from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.layout import Layout
 from ..vllm_rules.padding import physical_gemm, physical_moe
@@ -158,6 +158,14 @@ def check_filters(ms: Sequence[int], dtypes: Sequence[str],
                              f"lists {twice[0]} twice; give each value once")
 
 
+def _refined_block(case: Case, spec: bk.BackendSpec) -> int:
+    """The block size vLLM refines a block-128 MoE case's checkpoint to (0: none): its per-rank
+    intermediate size is the shard (vllm_rules.dispatch.refined_fp8_block)."""
+    if case.kind != "moe" or spec.scheme != "block128" or not isinstance(case.logical, MoeShape):
+        return 0
+    return refined_fp8_block(case.logical.intermediate, case.logical.hidden)
+
+
 def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                 backends: Sequence[str] | None = None,
                 compute_capability: tuple[int, int] | None = None,
@@ -180,9 +188,19 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
 
     def add(case: Case, spec: bk.BackendSpec, pre_reason: str) -> None:
         reason = bk.capability_reason(spec, cc, caps) or pre_reason or shape_limit(case)
-        match = default_match(cc, case.kind, case.dtype, spec.scheme, spec.backend, spec.routine,
-                              plan.ep > 1)
-        case = _replace(case, skip_reason=reason, scheme=spec.scheme, vllm_default=match)
+        refined = _refined_block(case, spec)
+        cell = LayerCell(case.kind, case.dtype, spec.scheme, plan.ep > 1, plan.model.fp8_activation_scales,
+                         refined > 0)
+        row = table_row(gpu_family(cc), cell)
+        match = row.match if row is not None and is_vllm_default(row, spec.backend, spec.routine) else ""
+        timed = timed_label(row, spec.backend, spec.routine, bk.tuned_tiles(spec.variant))
+        note = case.note
+        if refined and spec.backend == bk.TRITON:
+            note = (f"vLLM refines the checkpoint's 128x128 blocks to {refined}x{refined} for this shard "
+                    "(vllm/model_executor/layers/fused_moe/oracle/fp8.py: refine_fp8_moe_block_shape); "
+                    "this row times 128x128 blocks")
+        case = _replace(case, skip_reason=reason, scheme=spec.scheme, vllm_default=match, timed_as=timed.label,
+                        vllm_runs=timed.vllm_runs, note=note)
         cases.append(case)
         if spec.quant:
             cases.append(_replace(case, case_id=case.case_id + ".q", with_quant=True))

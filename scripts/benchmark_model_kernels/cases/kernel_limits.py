@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.case_schema import Case
+from ..vllm_rules.dispatch import refined_fp8_block
 from .backends import TORCH
 
 _GB = "flashinfer/gemm/gemm_base.py"  # at v0.6.17
@@ -116,7 +117,14 @@ def shape_limit(case: "Case") -> str:
         return ""
     act = case.activation
     if case.variant == "block128":
+        refined = refined_fp8_block(p.intermediate, p.hidden)
         for dim, value in (("hidden", p.hidden), ("intermediate", p.intermediate)):
+            if value % 128 and dim == "intermediate" and refined:
+                if r == "triton.fused_moe":
+                    continue  # vLLM runs this shard on its Triton MoE with refined blocks
+                return (f"block-128 FP8 MoE: intermediate={value} is not a multiple of 128, so vLLM refines "
+                        f"the blocks to {refined}x{refined}, which only its Triton MoE takes "
+                        "(vllm/model_executor/layers/fused_moe/oracle/fp8.py: refine_fp8_moe_block_shape)")
             if value % 128:
                 return (f"block-128 FP8 MoE needs {dim} % 128 == 0 (128x128 weight blocks); "
                         f"{dim}={value}: vLLM refuses such a checkpoint shard "
