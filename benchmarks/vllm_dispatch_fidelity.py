@@ -112,7 +112,8 @@ def render_md(payload: dict[str, Any]) -> str:
             lines.append(f"| {question} | {kind} | {', '.join(where)} | {kernel} | {source} | {hand} |")
         refused = [r for r in rows if r["gpu"] == gpu and r.get("refused")]
         if refused:
-            lines += ["", "vLLM refuses:", ""]
+            lines += ["", "Not answered (vLLM refuses it on this GPU, or its selection calls a compiled op a CPU "
+                      "cannot load):", ""]
             lines += [f"- {r['quantization']} at {_layout(r['tp'], r['ep'])}: {r['refused']}" for r in refused]
         lines.append("")
     lines += _online_lines(rows)

@@ -55,6 +55,19 @@ def test_hand_table_agrees_with_vllm():
     assert (refined["kernel"], refined["block"]) == ("Fp8MoeBackend.TRITON", [64, 64])
 
 
+@pytest.mark.vllm
+@pytest.mark.skipif(not vllm_available(), reason="vLLM not importable (pip install vllm==0.33.0)")
+def test_hand_table_agrees_with_vllm_for_deepseek_v3():
+    # MLA projections, three dense MLP layers before the MoE ones, a router vLLM builds unquantized
+    with open(os.path.join(ROOT, "scripts", "benchmark_model_kernels", "plan", "models", "deepseek-v3.json")) as f:
+        raw = {k: v for k, v in json.load(f).items() if k != "_comment"}
+    version, answers = vd.ask_vllm(raw, ("sm90", "sm100"), ((2, 8),), vd.plan_questions("dynamic"), max_layers=4)
+    assert vd.refusals(answers) == []
+    assert vd.disagreements(answers) == []
+    router = _one(answers, "sm90", "fp8 per-tensor, online", "router", 2, 8)
+    assert router["method"] == "UnquantizedLinearMethod"
+
+
 def test_committed_fidelity_table_agrees_with_the_hand_table():
     with open(FIDELITY) as f:
         payload = json.load(f)

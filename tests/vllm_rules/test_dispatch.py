@@ -3,15 +3,19 @@ as vLLM 0.33.0's own selection code does (examples/vllm_fidelity/dispatch_vllm-0
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchmark_model_kernels.vllm_rules.dispatch import (
     TIMED_LABELS,
     VLLM_DEFAULTS,
     VLLM_VERSION,
+    LayerCell,
     gpu_family,
     is_vllm_default,
     refined_fp8_block,
+    table_row,
     timed_label,
     vllm_default,
 )
@@ -83,9 +87,10 @@ def test_fp8_per_tensor_checkpoint_scales_vs_online_fp8_per_tensor():
     # dense layers: CUTLASS either way, the dynamic activations quantized per token
     dense = vllm_default("sm90", "gemm", "fp8", "per_tensor", activation_scales="dynamic")
     assert dense.activation_quant == "fp8_per_token"
-    # the online path quantizes the router too
-    router = vllm_default("sm90", "router", "fp8", "per_tensor", activation_scales="dynamic")
-    assert router is not None and router.vllm_kernel == "CutlassFP8ScaledMMLinearKernel"
+    # the online path quantizes Qwen3-MoE's router too (DeepSeek-V3 builds its gate unquantized)
+    router = LayerCell("router", "fp8", "per_tensor", activation_scales="dynamic", architecture="Qwen3MoeForCausalLM")
+    assert table_row("sm90", router).vllm_kernel == "CutlassFP8ScaledMMLinearKernel"
+    assert table_row("sm90", replace(router, architecture="DeepseekV3ForCausalLM")) is None
     # a per-tensor cell whose activation scales are not known has no rule
     assert vllm_default("sm90", "moe", "fp8", "per_tensor") is None
 

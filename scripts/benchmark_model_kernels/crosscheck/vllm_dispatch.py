@@ -152,7 +152,7 @@ def hand_cell(question: Question, answer: dict[str, Any]) -> LayerCell | None:
         intermediate = int(answer.get("intermediate_per_rank") or 0)
         refined = refined_fp8_block(intermediate, int(answer.get("hidden") or 0)) > 0
     return LayerCell(kind, question.recipe, question.scheme, int(answer.get("ep", 1)) > 1,
-                     question.activation_scales, refined)
+                     question.activation_scales, refined, str(answer.get("architecture", "")))
 
 
 @dataclass(frozen=True)
@@ -214,8 +214,9 @@ def disagreements(answers: list[dict[str, Any]]) -> list[str]:
 
 
 def refusals(answers: list[dict[str, Any]]) -> list[str]:
-    """One line per (GPU, quantization, layout) vLLM would not build."""
-    return [f"{where_text(a)}: vLLM refuses: {a['refused']}" for a in answers if a.get("refused")]
+    """One line per (GPU, quantization, layout) not answered: vLLM would not build it there, or its
+    selection called a compiled op the CPU cannot load."""
+    return [f"{where_text(a)}: not answered: {a['refused']}" for a in answers if a.get("refused")]
 
 
 def plan_questions(fp8_activation_scales: str) -> tuple[Question, ...]:
@@ -234,7 +235,8 @@ class DispatchCheck:
     """`--cross_check vllm`'s word on the hand table for one plan."""
 
     lines: tuple[str, ...] = ()
-    """One per cell where the hand table differs from vLLM, or one saying vLLM could not be asked."""
+    """One per cell where the hand table differs from vLLM; one per quantization vLLM would not
+    build on the target GPU (nothing compared there), or one saying vLLM could not be asked."""
     differs: bool = False
     """Some cell differs (not only: vLLM could not be asked)."""
 
@@ -259,6 +261,8 @@ def check_plan_dispatch(raw: dict[str, Any], tp: int, ep: int, fp8_activation_sc
         return DispatchCheck((f"dispatch: vLLM's kernel selection could not be asked: {e}",))
     lines = [f"dispatch: {line}" for line in disagreements(answers)]
     differs = bool(lines)
+    # Where vLLM refused to build, nothing was compared: say so rather than imply agreement.
+    lines += [f"dispatch: not compared: {line}" for line in refusals(answers)]
     if version != VLLM_VERSION:
         lines.insert(0, f"dispatch: the hand table matches vLLM {VLLM_VERSION}; this is vLLM {version}")
     return DispatchCheck(tuple(lines), differs)

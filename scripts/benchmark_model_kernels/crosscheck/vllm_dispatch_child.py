@@ -270,7 +270,8 @@ def answer_request(gpu: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         if request.get("max_layers"):
             raw["num_hidden_layers"] = min(int(raw.get("num_hidden_layers") or 1), int(request["max_layers"]))
         for tp, ep in request["layouts"]:
-            where = {"gpu": gpu, "quantization": question["name"], "tp": tp, "ep": ep}
+            where = {"gpu": gpu, "quantization": question["name"], "tp": tp, "ep": ep,
+                     "architecture": (raw.get("architectures") or [""])[0]}
             try:
                 answers = _build_and_read(raw, question.get("shorthand", ""), tp, ep)
             except Exception as e:  # vLLM refuses this quantization or layout on this GPU

@@ -33,8 +33,14 @@ TARGET_GPU_PATCHES = (
     "csrc/quantization/fp4/nvfp4_scaled_mm_entry.cu: cutlass_scaled_mm_supports_fp4)",
     "vllm.vllm_flash_attn (FlashAttention's compiled extension, which a CPU cannot load) is an empty "
     "module; no GEMM or MoE selection calls it",
-    "attention layers take the CPU platform's attention backend: they hold no GEMM weight, and "
-    "vLLM's GPU attention backends query the device in their constructors",
+    "vLLM's compiled ops (torch.ops._C.*, _moe_C.*: the CUDA extension, which a CPU cannot load) are "
+    "placeholders that refuse to run: layer constructors bind them (e.g. SiluAndMul), and a selection "
+    "that calls one is refused with its name",
+    "the CUDA runtime calls of constructors (torch.cuda.Stream, Event, current_stream, "
+    "get_device_capability, get_device_properties) answer for the target GPU without a device "
+    "(its SM count from crosscheck/vllm_platform.py SM_COUNT; another GPU's properties are refused)",
+    "attention layers take the CPU platform's attention backends (and MLA prefill backend): they hold "
+    "no GEMM weight, and vLLM's GPU attention backends query the device in their constructors",
     "FlashInfer counts as usable (VLLM_HAS_FLASHINFER_CUBIN=1: a GPU install has its cubins or a "
     "JIT toolchain; vllm/utils/flashinfer.py: has_flashinfer)",
 )
@@ -71,6 +77,73 @@ def _cutlass_answers(cuda: int) -> dict[str, Any]:
             "cutlass_scaled_mm_supports_block_fp8": supports_block_fp8,
             "cutlass_group_gemm_supported": group_gemm,
             "cutlass_scaled_mm_supports_fp4": supports_fp4}
+
+
+class _AbsentCompiledOp:
+    """A compiled vLLM op bound by a constructor; calling it (or one of its overloads) refuses."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, overload: str) -> _AbsentCompiledOp:
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self.name} is vLLM's compiled op, which is not loaded on this CPU")
+
+
+def _placeholder_compiled_ops() -> None:
+    """torch.ops.<vLLM namespace>.<op> answers a placeholder where the op is not registered."""
+    import torch._ops
+
+    namespace = torch._ops._OpNamespace
+    real = namespace.__getattr__
+
+    def lookup(self: Any, op_name: str) -> Any:
+        try:
+            return real(self, op_name)
+        except AttributeError:
+            if not self.name.startswith("_") or op_name.startswith("__"):
+                raise
+            return _AbsentCompiledOp(f"torch.ops.{self.name}.{op_name}")
+
+    namespace.__getattr__ = lookup  # type: ignore[method-assign]
+
+
+class _NoStream:
+    """A CUDA stream or event a constructor keeps for its forward; none runs here."""
+
+    cuda_stream = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def _deviceless_cuda_runtime(capability: tuple[int, int]) -> None:
+    """torch.cuda's calls a constructor makes, answered for a GPU of `capability` that is not there."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from .vllm_platform import SM_COUNT
+
+    def properties(device: Any = None) -> Any:
+        if capability not in SM_COUNT:
+            raise RuntimeError(f"a constructor reads the GPU's properties, not known here for sm_"
+                               f"{capability[0]}{capability[1]}")
+        return SimpleNamespace(name=f"target GPU sm_{capability[0]}{capability[1]}", major=capability[0],
+                               minor=capability[1], multi_processor_count=SM_COUNT[capability])
+
+    torch.cuda.Stream = _NoStream  # type: ignore[misc, assignment]
+    torch.cuda.Event = _NoStream  # type: ignore[misc, assignment]
+    torch.cuda.current_stream = lambda *args, **kwargs: _NoStream()  # type: ignore[assignment]
+    torch.cuda.get_device_capability = lambda *args, **kwargs: capability  # type: ignore[assignment]
+    torch.cuda.get_device_properties = properties  # type: ignore[assignment]
 
 
 def _empty_module(name: str, **attrs: Any) -> types.ModuleType:
@@ -124,11 +197,17 @@ def install_target_gpu(capability: tuple[int, int]) -> None:
                 attn_selector_config = attn_selector_config._replace(use_sparse=False)
             return CpuPlatform.get_attn_backend_cls(selected_backend, attn_selector_config, *args, **kwargs)
 
+        @classmethod
+        def get_mla_prefill_backend_cls(cls, mla_selector_config: Any) -> Any:
+            return CpuPlatform.get_mla_prefill_backend_cls(mla_selector_config)
+
     # Every module holds the same platform object (vllm/platforms/__init__.py: __getattr__), so
     # its class is what changes.
     cpu_platform.__class__ = AbsentCudaGpu
     from vllm import _custom_ops
 
+    _placeholder_compiled_ops()
+    _deviceless_cuda_runtime(capability)
     for name, answer in _cutlass_answers(_cuda_version()).items():
         setattr(_custom_ops, name, answer)
     sys.modules.setdefault("vllm.vllm_flash_attn", _empty_module(

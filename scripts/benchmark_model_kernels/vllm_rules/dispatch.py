@@ -101,6 +101,9 @@ class VllmDefault:
     refined: bool | None = None
     """Block-128 FP8 MoE: True/False: the rule applies only when vLLM refines / keeps the 128x128
     blocks (oracle/fp8.py: refine_fp8_moe_block_shape); None: always."""
+    architectures: tuple[str, ...] = ()
+    """The rule holds only for these vLLM model classes (a router that a model builds with or without
+    the quantization config); (): every model."""
     activation_quant: str = ""
     """FP8: the activation quantization vLLM sets the kernel up for, in vLLM's names
     (vllm/config/quantization.py: QUANT_KEY_NAMES): "fp8_per_tensor_static", "fp8_per_tensor_dynamic",
@@ -120,7 +123,10 @@ _TRITON_BLOCK_MM = ("triton", "triton.block_fp8_mm")
 _CUTLASS_MOE = ("cutlass", "cutlass_fused_moe")
 
 _FP8_ROUTER = ("FP8 like the dense layers (vLLM CUTLASS cutlass_scaled_mm): vLLM's online "
-               "fp8_per_tensor quantizes the router (GateLinear)")
+               "fp8_per_tensor quantizes the router (GateLinear), which Qwen3-MoE builds with the "
+               "quantization config (vllm/model_executor/models/qwen3_moe.py: Qwen3MoeSparseMoeBlock)")
+#: Models whose router vLLM builds with the quantization config (DeepSeek-V3's is built without).
+_QUANTIZED_ROUTER = ("Qwen3MoeForCausalLM",)
 _ROUTER_IN_BF16 = "the router is planned in BF16 (vllm_rules/layers.py KEPT_IN_BF16)"
 _REFINED = "Triton fused_moe (block FP8, blocks refined to fit the shard)"
 _T, _D = "fp8_per_tensor_static", "fp8_per_tensor_dynamic"
@@ -166,7 +172,8 @@ VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
                 ep_only=True, refined=True, activation_quant=_BLK),
     VllmDefault("sm90", "moe", "nvfp4", "", "Humming W4A16 MoE", "NvFp4MoeBackend.HUMMING", missing=_HUMMING),
     VllmDefault("sm90", "router", "fp8", "per_tensor", _FP8_ROUTER, "CutlassFP8ScaledMMLinearKernel",
-                missing=_ROUTER_IN_BF16, activation_scales="dynamic", activation_quant=_TOK),
+                missing=_ROUTER_IN_BF16, activation_scales="dynamic", architectures=_QUANTIZED_ROUTER,
+                activation_quant=_TOK),
     # ---- Blackwell (SM 10.x)
     VllmDefault("sm100", "gemm", "bf16", "", "F.linear (cuBLAS)", "default_unquantized_gemm", "torch",
                 "torch.linear", "same"),
@@ -209,7 +216,8 @@ VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
     VllmDefault("sm100", "moe", "nvfp4", "", "FlashInfer TRTLLM NVFP4 MoE", "NvFp4MoeBackend.FLASHINFER_TRTLLM",
                 "trtllm", "trtllm_fp4_block_scale_moe", "same", fallbacks=(_CUTLASS_MOE,)),
     VllmDefault("sm100", "router", "fp8", "per_tensor", _FP8_ROUTER, "CutlassFP8ScaledMMLinearKernel",
-                missing=_ROUTER_IN_BF16, activation_scales="dynamic", activation_quant=_TOK),
+                missing=_ROUTER_IN_BF16, activation_scales="dynamic", architectures=_QUANTIZED_ROUTER,
+                activation_quant=_TOK),
 )
 
 
@@ -326,6 +334,8 @@ class LayerCell:
     per-tensor (a per-tensor cell without it has no rule)."""
     refined: bool = False
     """Block-128 FP8 MoE whose shard vLLM refines (`refined_fp8_block`)."""
+    architecture: str = ""
+    """The vLLM model class ("" where not known: rules for some models only do not apply)."""
 
 
 def refined_fp8_block(intermediate_per_rank: int, hidden: int) -> int:
@@ -362,6 +372,8 @@ def table_row(family: str, cell: LayerCell) -> VllmDefault | None:
         if row.activation_scales != (cell.activation_scales if cell.scheme == "per_tensor" else ""):
             continue
         if row.refined is not None and row.refined != cell.refined:
+            continue
+        if row.architectures and cell.architecture not in row.architectures:
             continue
         return row
     return None
