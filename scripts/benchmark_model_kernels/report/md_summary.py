@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..vllm_rules.dispatch import VLLM_VERSION
 from ..vllm_rules.layers import kept_in_bf16
 from .analysis import (
     BASELINE,
@@ -136,7 +137,8 @@ def _definition_lines(a: Analysis) -> list[str]:
     """What the lines of the summary table mean, and what the torch and triton rows are."""
     lines = [
         "- **vLLM default** = per module, the row that times the kernel vLLM dispatches by default "
-        "for this GPU, layer kind, recipe and FP8 scheme (vllm_rules/dispatch.py; marked "
+        f"for this GPU, layer kind, recipe and FP8 scheme (vllm_rules/dispatch.py, matching vLLM {VLLM_VERSION}; "
+        "marked "
         f"`{VLLM_MARKS['same']}` in the module tables) or vLLM's design of it "
         f"(`{VLLM_MARKS['design']}`, `{TIMED_MARKS['vllm_design_tuned_tiles']}`), +quant where timed; "
         "where no row can time it the line is incomplete and names the closest timed row "
