@@ -18,7 +18,7 @@ from .core.case_schema import DTYPES, KV_DTYPES
 from .core.errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
 from .core.files import check_writable_folder, is_disk_full, is_inside, path_arg, same_file, write_text_atomic
 from .doctor import environment
-from .plan import config_source, memory, plan_cache, planner, preview
+from .plan import config_source, memory, plan_cache, planner, preview  # noqa: F401  (planner: plan_chosen plans through it)
 from .report import report
 from .run import flags, launcher, phases, runner, sweep
 from .run.interrupts import is_interrupt_exit, stop_signals_exit
@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="let --plan_json replace an existing file, e.g. --plan_json plan.json --force "
                         "(never one this command reads, such as MODEL's config.json)")
+    p.add_argument("--planner", choices=["vllm", "rules"], default=None,
+                   help="who derives the plan, e.g. --planner rules: vllm plans from vLLM's own model class built on "
+                        "meta tensors (the CUDA class for the GPU --assume_cc or the visible GPU names), listing "
+                        "where the rules differ; rules plans from vllm_rules/ alone. Default: vllm where vLLM is "
+                        "importable in this Python, else rules")
     p.add_argument("--cross_check", choices=["vllm"], default=None,
                    help="e.g. --cross_check vllm: also build vLLM's own model class for the config on meta "
                         "tensors at this TP/EP (rank 0, parallel groups faked, no weights, remote code only with "
@@ -264,6 +269,10 @@ def _main(argv: list[str]) -> int:
 
         require_vllm()  # before any planning: one line saying how to install it
         args.print_only = True
+    if args.planner:
+        from .crosscheck.planner_choice import check_planner
+
+        check_planner(args.planner)  # --planner vllm without vLLM: one line before any planning
     check_memory_args(args)
     launcher.check_launcher_args(args)
     # Every setting is validated (its Layout built) before any work starts, and so is every run
@@ -372,10 +381,7 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
     try:
         # Planning writes nothing: a stop signal ends it at once with one line (stop_signals_exit).
         with stop_signals_exit(f"while planning {model}; nothing was written"), clock.phase("plan"):
-            plan = planner.plan_layout(model, layout, revision=args.revision,
-                                       trust_remote_code=args.trust_remote_code,
-                                       allow_defaults=args.allow_defaults,
-                                       plan_dir=plan_cache.default_plan_dir())
+            plan = _planned(args, model, layout)
     finally:
         gc.enable()
     if args.cross_check:
@@ -405,18 +411,37 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
                                 resume_may_start_fresh=workdir != args.workdir) or incomplete
 
 
+def _planned(args: argparse.Namespace, model: str, layout: Layout):
+    """The plan by the planner --planner chooses (vLLM's class where vLLM is importable, else the
+    rules; resolved here, where the plan is made, so a Slurm job's node decides for itself)."""
+    from .crosscheck.planner_choice import check_planner, plan_chosen
+
+    choice = check_planner(getattr(args, "planner", None))
+    gpu = _target_gpu(args) if choice == "vllm" else None
+    return plan_chosen(model, layout, choice, revision=args.revision, trust_remote_code=args.trust_remote_code,
+                       allow_defaults=args.allow_defaults, plan_dir=plan_cache.default_plan_dir(), gpu=gpu,
+                       chosen_by_flag=getattr(args, "planner", None) is not None)
+
+
+def _target_gpu(args: argparse.Namespace):
+    """The GPU whose CUDA class vLLM's platform-split families build: --assume_cc, else the visible one."""
+    from .crosscheck.vllm_platform import target_gpu
+
+    assume = getattr(args, "assume_cc", None)
+    return target_gpu(flags.parse_cc(assume) if assume else None)
+
+
 def _cross_checked(plan, model: str, args: argparse.Namespace):
     """The plan with what vLLM's own model class for the same config and layout says of it."""
     from dataclasses import replace
 
     from .core.plan_schema import CrossCheck
     from .crosscheck.check import cross_check
-    from .crosscheck.vllm_platform import target_gpu
 
     src = config_source.resolve(model, args.revision)
-    assume = getattr(args, "assume_cc", None)
-    gpu = target_gpu(flags.parse_cc(assume) if assume else None)  # the GPU whose CUDA class is built
-    result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory, gpu=gpu)
+    gpu = _target_gpu(args)
+    result = cross_check(plan, src.raw, trust_remote_code=args.trust_remote_code, code_dir=src.directory,
+                         gpu=gpu)
     status, differences = result.status, result.differences
     if status in ("match", "mismatch"):  # vLLM builds the model: ask which kernels it selects
         from .crosscheck.vllm_dispatch import check_plan_dispatch

@@ -59,6 +59,11 @@ class ModelInfo:
     tie_word_embeddings: bool | None = None
     """The lm_head shares the input embedding's tensor (config `tie_word_embeddings`, as vLLM's
     model classes read it); None in plans written before the field (memory then counts both)."""
+    planner: str = ""
+    """Who derived the plan: "rules (...)" (vllm_rules/), or "vllm <version> <class> (<platform>)"
+    (vLLM's own model class, built on meta); "" in plans written before the field (the rules)."""
+    planner_differences: tuple[str, ...] = ()
+    """Where the rules planner's plan differs from vLLM's, one line each (vLLM's plan is used)."""
 
 
 @dataclass(frozen=True)

@@ -264,6 +264,8 @@ class VllmBuild:
     """The vLLM version that built it."""
     sequence_parallel_moe: bool
     """vLLM's `ParallelConfig.use_sequence_parallel_moe` at this layout."""
+    text_config: Any = None
+    """The language model's Hugging Face config as vLLM read it (`ModelConfig.hf_text_config`)."""
 
 
 #: Bytes of parameters off the meta device a build may hold: vLLM allocates a few small norm weights
@@ -362,7 +364,7 @@ def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code
             except RuntimeError as e:
                 raise VllmBuildProblem(f"vLLM {version} {built.model_class.__name__}: {e}") from None
             yield VllmBuild(model, arch, built.name, built.platform, version,
-                            bool(parallel.use_sequence_parallel_moe))
+                            bool(parallel.use_sequence_parallel_moe), model_config.hf_text_config)
 
 
 __all__ = ["VLLM_VERSION_FOLLOWED", "INSTALL_HINT", "VllmRefused", "VllmBuildProblem", "VllmBuild", "vllm_available",

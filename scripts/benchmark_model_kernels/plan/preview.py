@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.plan_schema import AttentionEntry, MoeEntry, Plan, Routing
+from ..core.plan_schema import AttentionEntry, ModelInfo, MoeEntry, Plan, Routing
 from ..vllm_rules.attention import kv_head_replicas
 from . import memory
 
@@ -120,10 +120,25 @@ def memory_lines(plan: Plan, sizes_gib: tuple[float, ...], utilization: float, w
     return lines + _table(rows, right={0, 2, 3, 4, 5, 6}) + notes
 
 
+def planner_lines(m: ModelInfo) -> list[str]:
+    """Who planned (none for a plan from before the field), and where the rules planner differs
+    from vLLM's plan, one line each."""
+    if not m.planner:
+        return []
+    lines = [f"# planner: {m.planner}"]
+    if m.planner.startswith("vllm "):
+        lines.append(f"# planner: the rules planner differs in {len(m.planner_differences)} line(s); vLLM's plan "
+                     "is used" if m.planner_differences else
+                     "# planner: the rules planner agrees (every GEMM, fused-MoE and attention entry and count)")
+        lines += [f"# planner difference: {d}" for d in m.planner_differences]
+    return lines
+
+
 def format_plan(plan: Plan) -> str:
     """The preview text: model, TP/EP, one line per GEMM and MoE entry, unsupported lines."""
     m = plan.model
-    lines = [f"# model: {m.name} ({m.source}{', revision ' + m.revision if m.revision else ''})",
+    lines = planner_lines(m) + [
+             f"# model: {m.name} ({m.source}{', revision ' + m.revision if m.revision else ''})",
              f"# class: {m.architecture}  model_type: {m.model_type}  layers: {m.num_hidden_layers}  "
              f"hidden: {m.hidden_size}  vocab: {m.vocab_size}",
              f"# parallel: TP={plan.tp} EP={plan.ep}  (per-rank shapes of rank 0; counts per forward step)"]
@@ -186,4 +201,4 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["KV_BYTES", "DEFAULT_GPU_MEM_GIB", "attention_lines", "memory_lines", "format_plan"]
+__all__ = ["KV_BYTES", "DEFAULT_GPU_MEM_GIB", "attention_lines", "memory_lines", "planner_lines", "format_plan"]
