@@ -7,7 +7,10 @@ top_k and activation come from the bundled config, not from this file), through 
 backend's `run_case`: the tiles are searched once per shape and cached beside --autotune_cache
 (`<autotune_cache>.triton/`, the runner's cache), and the call is timed with FlashInfer's
 `bench_gpu_time` (CUPTI, cold L2, CUDA graph; kernels/timing.py), exactly as a benchmark run times
-the row.
+the row. Of each scheme's two Triton MoE rows it times the `tuned` one (variant `tuned` /
+`<scheme>-tuned`, cases/backends.py TUNED): its tiles are the best of a search that has vLLM's
+own tiles among the candidates, so the ratio measures the kernel, not a tile table; the
+unlabelled row (vLLM's tiles) is what `benchmark-model-kernels` reports beside it.
 
 What it compares against: the HBM floor, the bytes a perfect kernel must move (the weights of the
 local experts the seeded routing actually touches, the input rows and the BF16 output rows,
@@ -114,13 +117,16 @@ def dtype_of(scheme: str) -> str:
 def moe_cases(plan: Any, ms: Sequence[int], schemes: Sequence[str],
               compute_capability: tuple[int, int] | None) -> list[tuple[str, Any]]:
     """(scheme, Case) of the runner's kernel-only triton.fused_moe cases of `plan` (cases/build.py
-    `build_cases`, backend triton), in `schemes` order, then `ms` order (plan order within an M)."""
+    `build_cases`, backend triton) whose tiles are searched (the `tuned` variants; the rows with
+    vLLM's tiles are left out), in `schemes` order, then `ms` order (plan order within an M)."""
+    from benchmark_model_kernels.cases.backends import tuned_tiles
     from benchmark_model_kernels.cases.build import build_cases
     from benchmark_model_kernels.kernels.triton_ops import scheme_of
 
     dtypes = sorted({dtype_of(s) for s in schemes}, key=("bf16", "fp8").index)
     cases = [c for c in build_cases(plan, list(ms), dtypes, ["triton"], compute_capability)
-             if c.kind == "moe" and c.routine == "triton.fused_moe" and not c.with_quant]
+             if c.kind == "moe" and c.routine == "triton.fused_moe" and not c.with_quant
+             and tuned_tiles(c.variant)]
     out = []
     for scheme in schemes:
         picked = [c for c in cases if scheme_of(c) == scheme]
@@ -274,8 +280,8 @@ def measure(scheme: str, case: Any, settings: RunSettings, device: Device, hbm_t
         row.floor_us = row.floor_bytes / (hbm_tb_s * 1e12) * 1e6
         key = tuning.config_key(p, device.name, device.triton_version)
 
-        def check(c: dict[str, Any], scheme: str = p.scheme) -> dict[str, int]:
-            return dict(tuning.validate_config(c, scheme))
+        def check(c: dict[str, Any], scheme: str = p.scheme, block: int = p.block_size) -> dict[str, int]:
+            return dict(tuning.validate_config(c, scheme, block))
 
         cached = load_cached_config(tile_dir, key, check)
         if cached is not None:
@@ -378,10 +384,11 @@ examples:
   # reuse the tiles a benchmark run searched (its --autotune_cache):
   python3 benchmarks/triton_moe_roofline.py --autotune_cache runs/tuned.json --ms 8 64
 
-output: one row per (scheme, M): time (us, median of bench_gpu_time), floor (us and MB: bytes of the
-touched experts' weights + input + output over the GPU's HBM peak), ratio = time / floor, the
-verdict (PASS / MISS for targeted rows, - otherwise), the touched local experts, the tile config
-and whether it came from the cache or was searched now, and the timer (cupti).
+output: one row per (scheme, M), the scheme's tuned Triton MoE row (searched tiles): time (us,
+median of bench_gpu_time), floor (us and MB: bytes of the touched experts' weights + input +
+output over the GPU's HBM peak), ratio = time / floor, the verdict (PASS / MISS for targeted rows,
+- otherwise), the touched local experts, the tile config and whether it came from the cache or
+was searched now, and the timer (cupti).
 
 exit status: 0 every targeted row passes; 1 a targeted row misses or failed; 2 bad input, or no
 CUDA GPU / Triton / FlashInfer on this machine ("error: ... needs a CUDA GPU ...").

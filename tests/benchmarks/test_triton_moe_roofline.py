@@ -202,8 +202,8 @@ def test_shapes_come_from_the_plan(plan):
     assert (entry.hidden, entry.intermediate, entry.experts, entry.global_experts, entry.top_k,
             entry.activation, entry.gated) == (2048, 768, 128, 128, 8, "Swiglu", True)
     cases = R.moe_cases(plan, [1, 8, 64, 512], ["bf16"], (9, 0))
-    assert [(s, c.m, c.routine, c.backend, c.with_quant) for s, c in cases] == [
-        ("bf16", m, "triton.fused_moe", "triton", False) for m in (1, 8, 64, 512)]
+    assert [(s, c.m, c.routine, c.backend, c.variant, c.with_quant) for s, c in cases] == [
+        ("bf16", m, "triton.fused_moe", "triton", "tuned", False) for m in (1, 8, 64, 512)]
     from benchmark_model_kernels.kernels.triton_ops import moe_problem
 
     for _, case in cases:
@@ -211,6 +211,21 @@ def test_shapes_come_from_the_plan(plan):
         assert (p.num_tokens, p.hidden, p.intermediate, p.local_experts, p.global_experts, p.top_k,
                 p.activation, p.gated, p.scheme) == (case.m, 2048, 768, 128, 128, 8, "silu_and_mul",
                                                      True, "bf16")
+
+
+def test_only_the_tuned_twin_of_each_scheme_is_timed(plan):
+    from benchmark_model_kernels.cases.build import build_cases
+
+    # the plan has both rows per scheme and M: vLLM's tiles (unlabelled) and the searched twin
+    variants = sorted(c.variant for c in build_cases(plan, [8], ["bf16", "fp8"], ["triton"], (9, 0))
+                      if c.routine == "triton.fused_moe" and not c.with_quant)
+    assert variants == ["", "block128", "block128-tuned", "per_tensor", "per_tensor-tuned",
+                        "per_token", "per_token-tuned", "tuned"]
+    picked = R.moe_cases(plan, [8], ["bf16", "fp8_per_tensor", "fp8_per_token", "fp8_block128"],
+                         (9, 0))
+    assert [(s, c.variant) for s, c in picked] == [
+        ("bf16", "tuned"), ("fp8_per_tensor", "per_tensor-tuned"),
+        ("fp8_per_token", "per_token-tuned"), ("fp8_block128", "block128-tuned")]
 
 
 def test_scheme_order_and_fp8_cases(plan):
