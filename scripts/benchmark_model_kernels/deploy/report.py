@@ -101,7 +101,8 @@ def comm_lines(dep: Deployment) -> list[str]:
             continue
         lines += [f"### {lp.label}", ""]
         if not names:
-            lines += ["No collective: " + (mine[0].comm.source or mine[0].comm.reason), ""]
+            why = mine[0].comm.source or mine[0].comm.reason
+            lines += [why[:1].upper() + why[1:] + ".", ""]
             continue
         header = ["collective", "op", "group", "calls per step", *[f"B={c.batch} (M={c.m})" for c in mine]]
         body = []
