@@ -147,7 +147,7 @@ def test_the_comparison_adds_each_runs_attention_per_kv_length(tmp_path):
     expected = Analysis(results["a"], "/a").rollup("bf16", 8).total_us + by_hand(results["a"], 8, 32768, "bf16")
     line = next(ln for ln in section.splitlines() if "| 32768 | best measured |" in ln)
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[0].startswith("#1 ") and cells[4] == markdown.fmt_us(expected)
+    assert cells[0].startswith("#1 ") and cells[1] == "1 (TP=1)" and cells[5] == markdown.fmt_us(expected)
     assert "#2 " not in section  # no attention rows: not in this table
 
 
@@ -174,5 +174,6 @@ def test_a_rollup_cell_one_rank_cannot_hold_reads_does_not_fit():
     small = next(ln for ln in section.splitlines() if ln.startswith("| BF16 best | 8 | 1024 |"))
     assert "does not fit" not in small
     compare = "\n".join(markdown._attention_comparison_lines([a], ["synthetic"], [1, 8], ["bf16"]))
-    line = next(ln for ln in compare.splitlines() if ln.startswith("| #1 synthetic | 32768 | best measured |"))
-    assert line.rstrip(" |").endswith("does not fit") and "does not fit" not in line.split("|")[4]
+    line = next(ln for ln in compare.splitlines()
+                if ln.startswith("| #1 synthetic | 1 (TP=1) | 32768 | best measured |"))
+    assert line.rstrip(" |").endswith("does not fit") and "does not fit" not in line.split("|")[5]

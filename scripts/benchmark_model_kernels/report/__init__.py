@@ -16,6 +16,7 @@ Nothing here measures; it never changes a results.json. One way, module by modul
   memory.py    results dict -> the memory section (one rank's weights and K/V cache) and its fit test
   quality.py   Analysis -> the measurement-quality section
   md_text.py   numbers and tables in Markdown
+  run_scale.py  Analysis -> a run's GPUs (TP x DP) and the global batch of its per-rank M
   md_summary.py  Analysis -> the summary (totals per recipe, fastest recipe per M)
   md_rollup.py  Analysis -> the per-step roll-ups, GEMM + MoE and with attention
   md_attention.py  Analysis -> the attention section per layer type and phase

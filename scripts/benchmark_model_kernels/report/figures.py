@@ -40,6 +40,7 @@ from .analysis import (
 )
 from .recipe_totals import rollup_variants, summary_reference
 from .roofline_peaks import roofline_peaks
+from .run_scale import RunScale
 
 PANELS_PER_FIGURE = 12
 DPI = 110
@@ -314,6 +315,25 @@ def workdir_figures(a: Analysis, out_dir: str, prefix: str = "fig_") -> list[tup
     return [*time_vs_m(a, out_dir, prefix), *roofline(a, out_dir, prefix), *rollup_bars(a, out_dir, prefix)]
 
 
+def comparison_tick_labels(analyses: Sequence[Analysis], labels: Sequence[str], m: int) -> list[str]:
+    """Each run's label in the panel of per-rank M, with its GPUs and the global batch that M
+    is (M x DP sequences per decode step): equal per-rank M is not equal load."""
+    out = []
+    for i, (a, lab) in enumerate(zip(analyses, labels, strict=True)):
+        scale = RunScale.of(a)
+        out.append(textwrap.fill(f"#{i + 1} {lab}", 18) + "\n" + scale.batch_text(m))
+    return out
+
+
+#: The comparison figure's title (report.md's caption and the PNG's own).
+COMPARISON_TITLE = "Per-step GEMM + MoE kernel time per run, at equal per-rank M (not equal load)"
+
+#: Under the title: what a bar is and what its label says about the run's size.
+COMPARISON_SUBTITLE = ("(one rank; n/a: no number; M = tokens of one rank's attention, an MoE layer under "
+                       "EP runs M*EP/TP;\nunder each run: its global batch M x DP sequences per step / "
+                       "its GPUs TP x DP; equal M across layouts is not equal load)")
+
+
 def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_dir: str,
                        prefix: str = "fig_") -> list[tuple[str, str]]:
     """Grouped bars: per M one panel, per run a group, per recipe a bar (per-step roll-up total)."""
@@ -345,16 +365,15 @@ def comparison_figures(analyses: Sequence[Analysis], labels: Sequence[str], out_
                                 fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
         ax.set_xlim(-0.6, len(analyses) - 0.4)
         ax.set_xticks(range(len(analyses)))
-        ax.set_xticklabels([textwrap.fill(f"#{i + 1} {lab}", 18) for i, lab in enumerate(labels)], fontsize=7)
+        ax.set_xticklabels(comparison_tick_labels(analyses, labels, m), fontsize=7)
         _style_step_panel(ax, m)
+        ax.set_title(f"M = {m} per rank", fontsize=10)
     _hide_unused(axes, len(ms))
     names = [recipe_label(d) + (" best" if d == "bf16" else " best (+quant where measured)")
              for d in recipes]
-    title = "Per-step GEMM + MoE kernel time per run"
     fname = _save_recipe_figure(plt, fig, out_dir, f"{prefix}comparison.png", recipes, names, "incomplete total",
-                                title + "\n(one rank; n/a: no number; M = tokens of one rank's attention, an "
-                                "MoE layer under EP runs M*EP/TP)")
-    return [(title, fname), *speedup_figure(analyses, labels, out_dir, prefix)]
+                                COMPARISON_TITLE + "\n" + COMPARISON_SUBTITLE)
+    return [(COMPARISON_TITLE, fname), *speedup_figure(analyses, labels, out_dir, prefix)]
 
 
 def _save_recipe_figure(plt, fig, out_dir: str, fname: str, recipes: Sequence[str], names: Sequence[str],

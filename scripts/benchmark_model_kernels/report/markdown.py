@@ -37,6 +37,7 @@ from .md_text import fmt_us, fmt_x, table
 from .memory import fit_test, memory_section
 from .quality import quality_lines
 from .recipe_totals import SUMMARY_BASES, SUMMARY_BASIS_WORDS
+from .run_scale import BATCH_ROW_WORDS, EQUAL_M_TEXT, RunScale
 
 #: The row marks, explained under the module tables and in the summary.
 MARKS_TEXT = (f"`{VLLM_MARKS['same']}`: the winner times the kernel vLLM dispatches by default for "
@@ -179,22 +180,24 @@ def comparison_section(analyses: Sequence[Analysis], figures: Sequence[tuple[str
     if len(recipes) < len(present):
         lines += ["Not compared (no run has a number): "
                   + ", ".join(recipe_label(d) for d in present if d not in recipes) + ".", ""]
+    scales = [RunScale.of(a) for a in analyses]
     for d in recipes:
         lines += [f"### {recipe_label(d)}", ""]
         body = []
-        for i, (a, label) in enumerate(zip(analyses, labels, strict=True), 1):
+        for i, (a, label, scale) in enumerate(zip(analyses, labels, scales, strict=True), 1):
             name = f"#{i} {label}" + (f" [{a.gpu}]" if len(gpus) > 1 else "")
             if d == a.checkpoint.recipe:
                 name += " (checkpoint scheme)"
+            body.append([name, scale.gpus_text, BATCH_ROW_WORDS, *[scale.batch_text(m) for m in ms]])
             for basis in SUMMARY_BASES:
-                row = [name, SUMMARY_BASIS_WORDS[basis]]
+                row = [name, scale.gpus_text, SUMMARY_BASIS_WORDS[basis]]
                 for m in ms:
                     if d not in a.recipes or m not in a.ms:
                         row.append("not measured")
                     else:
                         row.append(rollup_text(a.rollup(d, m, basis), short=True))
                 body.append(row)
-        lines += table(["run", "total", *[f"M={m}" for m in ms]], body) + [""]
+        lines += table(["run", "GPUs", "total", *[f"M={m}" for m in ms]], body) + ["", EQUAL_M_TEXT, ""]
     lines += _attention_comparison_lines(analyses, labels, ms, recipes)
     for title, fname in figures:
         lines += [f"**{title}**", "", f"![{title}]({fname})", ""]
@@ -229,9 +232,12 @@ def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[s
     for d in recipes:
         body = []
         for i, a, label in runs:
+            scale = RunScale.of(a)
+            body.append([f"#{i} {label}", scale.gpus_text, "-", BATCH_ROW_WORDS,
+                         *[scale.batch_text(m) for m in ms]])
             for kv in kvs:
                 for basis in SUMMARY_BASES:
-                    row = [f"#{i} {label}", str(kv), SUMMARY_BASIS_WORDS[basis]]
+                    row = [f"#{i} {label}", scale.gpus_text, str(kv), SUMMARY_BASIS_WORDS[basis]]
                     for m in ms:
                         if d not in a.recipes or m not in a.ms or kv not in a.attention.kv_lens:
                             row.append("not measured")
@@ -247,7 +253,8 @@ def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[s
                                    if both else "incomplete")
                     body.append(row)
         lines += [f"### {recipe_label(d)}", ""]
-        lines += table(["run", "KV tokens", "total", *[f"M={m}" for m in ms]], body) + [""]
+        lines += table(["run", "GPUs", "KV tokens", "total", *[f"M={m}" for m in ms]], body)
+        lines += ["", EQUAL_M_TEXT, ""]
     return lines
 
 
