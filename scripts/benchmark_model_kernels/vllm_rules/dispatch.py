@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.case_schema import TIMED_LABELS
+from .moe_triton import refined_block_shape
 from .quant_config import FP8_SCHEMES
 
 #: The vLLM release this table matches (checked by the `vllm`-marker test with that release).
@@ -342,17 +343,14 @@ def refined_fp8_block(intermediate_per_rank: int, hidden: int) -> int:
     """The block size vLLM refines a 128x128 block-FP8 MoE checkpoint to when 128 does not divide
     the per-rank intermediate size (0: no refinement, or none possible), as
     vllm/model_executor/layers/fused_moe/oracle/fp8.py: refine_fp8_moe_block_shape does: the
-    largest block >= 32 dividing 128, I_r and H. Only vLLM's Triton MoE takes a refined block.
+    largest block >= 32 dividing 128, I_r and H (`moe_triton.refined_block_shape` with square blocks,
+    where the MoE's TP size drops out). Only vLLM's Triton MoE takes a refined block.
 
     >>> refined_fp8_block(192, 2048), refined_fp8_block(768, 2048), refined_fp8_block(48, 2048)
     (64, 0, 0)
     """
-    from math import gcd
-
-    if intermediate_per_rank % 128 == 0:
-        return 0
-    refine = gcd(128, intermediate_per_rank, hidden)
-    return refine if refine >= 32 else 0
+    refined = refined_block_shape((128, 128), intermediate_per_rank, hidden, moe_tp_size=2)
+    return refined[0] if refined else 0
 
 
 def vllm_default(family: str, kind: str, recipe: str, scheme: str = "", expert_parallel: bool = False,
