@@ -101,12 +101,12 @@ def test_divide_error_names_field():
 
 def test_first_local_expert_gives_the_remainder_to_the_first_ranks():
     # 10 experts on 4 ranks: 3, 3, 2, 2 -> blocks start at 0, 3, 6, 8
-    assert [sharding.first_local_expert(10, 4, r) for r in range(4)] == [0, 3, 6, 8]
+    assert [Layout.from_flags(1, 4).first_local_expert(10, r) for r in range(4)] == [0, 3, 6, 8]
     # DeepSeek-V3 at EP=96: 256 = 2*96 + 64, ranks 0-63 hold 3 experts, ranks 64-95 hold 2
-    assert sharding.first_local_expert(256, 96, 63) == 189
-    assert sharding.first_local_expert(256, 96, 64) == 192
-    assert sharding.first_local_expert(256, 96, 95) == 254  # the last 2 experts: 254, 255
-    assert sharding.first_local_expert(256, 8, 3) == 96  # even split: 32 per rank
+    assert Layout.from_flags(1, 96).first_local_expert(256, 63) == 189
+    assert Layout.from_flags(1, 96).first_local_expert(256, 64) == 192
+    assert Layout.from_flags(1, 96).first_local_expert(256, 95) == 254  # the last 2 experts: 254, 255
+    assert Layout.from_flags(1, 8).first_local_expert(256, 3) == 96  # even split: 32 per rank
 
 
 def test_role_table_kinds_are_split_kinds():

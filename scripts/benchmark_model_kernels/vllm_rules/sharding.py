@@ -329,20 +329,9 @@ def dense_mlp_sequence_parallel(layout: Layout, model_type: str) -> bool:
     return sequence_parallel_moe(layout) and model_type in SP_DECODER_LAYER_MODEL_TYPES
 
 
-def first_local_expert(num_experts: int, ep: int, rank: int) -> int:
-    """Global index of EP rank `rank`'s first expert under vLLM's default linear placement: a
-    contiguous block starting at rank*(E//ep) + min(rank, E%ep), the remainder going to the first
-    ranks (vllm/model_executor/layers/fused_moe/expert_map_manager.py: determine_expert_map).
-
-    >>> [first_local_expert(10, 4, r) for r in range(4)]
-    [0, 3, 6, 8]
-    """
-    return Layout(tp=1, dp=ep, enable_ep=True).first_local_expert(num_experts, rank)
-
-
 __all__ = [
     "VOCAB_PADDING", "SPLIT", "ROLE_KIND", "require_divides", "split", "pad_vocab", "vocab_per_rank",
-    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "moe_tokens_per_m", "first_local_expert",
+    "kv_heads_per_rank", "qkv_per_rank", "moe_per_rank", "moe_tokens_per_m",
     "mamba2_in_proj_per_rank", "gdn_per_rank", "SP_MOE_SHARED_EXPERT_MODEL_TYPES", "SP_MOE_CHUNKED_MODEL_TYPES",
     "sequence_parallel_moe", "shared_experts_replicated", "moe_block_chunked", "SP_DECODER_LAYER_MODEL_TYPES",
     "dense_mlp_sequence_parallel", "ATTN_OUTPUT_GATE_BY_DEFAULT",
