@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from benchmark_model_kernels.doctor import doctor as d
+from benchmark_model_kernels.env import versions
 from support import ROOT, has_cuda
 
 OWN_PID = 4242
@@ -84,6 +85,9 @@ def test_h200_with_cupti_134_names_the_problem_and_the_fix():
     cupti = by_name(checks)["cupti"]
     assert cupti.ok is False
     assert "fell back from CUPTI to CUDA events" in cupti.detail and "cupti-python 13.4.0" in cupti.detail
+    # The failure says which part of the rule this stack breaks, and the rule itself.
+    assert "cupti-python 13.4.0 is 13.4 but the CUDA runtime is 13.0" in cupti.detail
+    assert "nvidia-cuda-cupti 13.4.1" in cupti.detail and versions.CUPTI_RULE in cupti.detail
     assert cupti.fix == "pip install 'cupti-python==13.0.*'"
     assert not d.ready(checks)
     assert d.verdict_line(checks) == ("NOT READY: 1 check(s) failed (cupti); fix them and run the "
@@ -191,6 +195,68 @@ def test_check_cupti_verdicts():
                             {**stack, "cupti_python": None}, gpu)
     assert missing.ok is False and "cupti-python not installed" in missing.detail
     assert missing.fix == "pip install 'cupti-python==13.0.*'"
+    # cupti-python of the runtime's minor, but its nvidia-cuda-cupti was replaced by another minor's.
+    swapped = d.check_cupti({"timer": "cuda_events", "warning": FALLBACK_WARNING},
+                            {**stack, "nvidia_cuda_cupti": "13.5.25"}, gpu)
+    assert "nvidia-cuda-cupti 13.5.25 is not the CUDA runtime's 13.0" in swapped.detail
+    assert swapped.fix == "pip install 'cupti-python==13.0.*'"
+
+
+def test_cupti_on_a_cuda_12_stack_has_no_pip_fix():
+    """FlashInfer's timer refuses cupti-python < 13, and PyPI has none >= 13 for CUDA 12: the fix is a
+    CUDA 13 stack or an explicit --allow_cuda_events, never a cupti-python 12.x pin."""
+    gpu = {**H200_GREEN["gpu"], "driver_cuda": "12.8"}
+    stack = {"cuda_runtime": "12.8", "nvidia_cuda_cupti": "12.8.90", "cupti_python": "12.8.0"}
+    check = d.check_cupti({"timer": "cuda_events", "warning": "CUPTI needs to be >= 13.0.0."}, stack, gpu)
+    assert check.ok is False
+    assert "cupti-python 12.8.0 is older than 13, which FlashInfer's timer refuses" in check.detail
+    assert check.fix.startswith("none with pip alone") and "--allow_cuda_events" in check.fix
+    assert versions.cupti_mismatch("13.0.1", "13.0", "13.0.85") == ""
+
+
+# ---------------------------------------------------------------- the FlashInfer pairing
+
+VLLM_033 = {"vllm": "0.33.0", "flashinfer": "0.7.2.post1", "requirement": "flashinfer-python==0.7.2.post1"}
+
+
+def test_pairing_alone_names_the_documented_pair():
+    check = d.check_flashinfer_pairing({"version": "0.6.18.post1"}, {"vllm": None}, {})
+    assert check.ok is True and check.detail.startswith("alone (no vLLM in this Python)")
+    assert "flashinfer-python 0.6.18.post1 with a v0.6.18.post1 driver checkout" in check.detail
+    other = d.check_flashinfer_pairing({"version": "0.6.17"}, {"vllm": None}, {})
+    assert other.ok is True and "installed: 0.6.17" in other.detail
+
+
+def test_pairing_inside_vllm_keeps_vllms_flashinfer_and_names_its_tag():
+    check = d.check_flashinfer_pairing({"version": "0.7.2.post1"}, VLLM_033, {"path": None})
+    assert check.ok is True and check.detail.startswith("inside vLLM 0.33.0: keep its flashinfer-python "
+                                                        "0.7.2.post1")
+    assert "git clone --depth 1 --branch v0.7.2.post1" in check.detail and "--no_driver" in check.detail
+    # The documented wheel installed over vLLM's pin: a warning whose fix restores vLLM's.
+    downgraded = d.check_flashinfer_pairing({"version": "0.6.18.post1"}, VLLM_033, {"path": None})
+    assert downgraded.ok is None and "requires flashinfer-python 0.7.2.post1, but 0.6.18.post1" in downgraded.detail
+    assert downgraded.fix.startswith("pip install 'flashinfer-python==0.7.2.post1', then the v0.7.2.post1 checkout")
+    # No FlashInfer yet beside vLLM: install vLLM's, clone its tag.
+    missing = d.check_flashinfer_wheel({"version": None}, VLLM_033)
+    assert missing.ok is False and "vLLM 0.33.0 requires 0.7.2.post1" in missing.detail
+    assert missing.fix == "pip install 'flashinfer-python==0.7.2.post1'"
+    assert "--branch v0.7.2.post1" in d.check_checkout({"path": None}, {"version": None}, VLLM_033).fix
+    checks = by_name(d.run_checks({**H200_GREEN, "vllm": VLLM_033}))
+    assert checks["flashinfer_pairing"].ok is None  # the bundle's 0.6.17 is not vLLM's pin
+
+
+def test_vllm_flashinfer_reads_the_pin_from_vllms_metadata(monkeypatch):
+    import importlib.metadata as md
+
+    monkeypatch.setattr(versions, "dist_version", lambda *names: "0.33.0" if names == ("vllm",) else None)
+    monkeypatch.setattr(md, "requires", lambda name: [
+        "torch==2.14.0", "flashinfer-python==0.7.2.post1", "zentorch==2.14.0.1; extra == \"zen\""])
+    assert versions.vllm_flashinfer() == VLLM_033
+    monkeypatch.setattr(md, "requires", lambda name: ["flashinfer-python>=0.7"])
+    assert versions.vllm_flashinfer() == {"vllm": "0.33.0", "flashinfer": None,
+                                          "requirement": "flashinfer-python>=0.7"}
+    monkeypatch.setattr(versions, "dist_version", lambda *names: None)
+    assert versions.vllm_flashinfer() == {"vllm": None, "flashinfer": None, "requirement": None}
 
 
 def test_check_nvcc_verdicts():
@@ -360,8 +426,8 @@ def test_cpu_only_probes_give_only_machine_independent_checks():
                    torch_cuda=None, stack=None, timer_probe=None)
     checks = checks_of(probes)
     names = [c.name for c in checks]
-    assert names == ["gpu", "flashinfer_wheel", "flashinfer_checkout", "flashinfer_version_match",
-                     "nvcc", "tileiras", "no_download", "prebuilt_kernels"]
+    assert names == ["gpu", "flashinfer_wheel", "flashinfer_pairing", "flashinfer_checkout",
+                     "flashinfer_version_match", "nvcc", "tileiras", "no_download", "prebuilt_kernels"]
     assert d.verdict_line(checks).startswith("NOT READY: no NVIDIA GPU/driver found (NVML: "
                                              "NVMLError_DriverNotLoaded)")
 
@@ -505,7 +571,6 @@ def test_fix_line_executed_as_printed_makes_the_versions_agree(tmp_path, monkeyp
     installed: the printed fix, run by a shell, leaves a checkout the doctor passes."""
     if not shutil.which("git"):
         pytest.skip("needs git")
-    from benchmark_model_kernels.env import versions
 
     upstream = tmp_path / "upstream"
     (upstream / "benchmarks").mkdir(parents=True)

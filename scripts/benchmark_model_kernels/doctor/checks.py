@@ -134,24 +134,30 @@ _FALLBACK_TEXT = {"cuda_events": "CUDA events",
 def check_cupti(probe: dict[str, Any] | None, stack: dict[str, Any],
                 gpu: dict[str, Any]) -> Check:
     """A CUDA-events time includes launch overhead and is not comparable with a CUPTI time, so a
-    silent fallback is a failure (the runner's --allow_cuda_events exists for an explicit choice)."""
+    silent fallback is a failure (the runner's --allow_cuda_events exists for an explicit choice).
+    A failure states the rule (versions.CUPTI_RULE) and what this stack has against it."""
     fix = versions.cupti_fix_command(stack.get("cuda_runtime"), gpu.get("driver_cuda"))
     installed = stack.get("cupti_python")
     have = f"cupti-python {installed}" if installed else "cupti-python not installed"
+    wheel = stack.get("nvidia_cuda_cupti")
+    have_all = f"{have}, nvidia-cuda-cupti {wheel or 'not installed'}"
     if probe is None:
-        return Check("cupti", False, f"not probed (needs a GPU, torch CUDA and flashinfer); {have}",
+        return Check("cupti", False, f"not probed (needs a GPU, torch CUDA and flashinfer); {have_all}",
                      "fix the checks above, then run the doctor again")
     if probe.get("error"):
-        return Check("cupti", False, f"timer probe failed: {probe['error']} ({have})",
+        return Check("cupti", False, f"timer probe failed: {probe['error']} ({have_all})",
                      f"{fix}; see {TROUBLESHOOTING}")
     if probe.get("timer") != "cupti":
+        why = versions.cupti_mismatch(installed, stack.get("cuda_runtime"), wheel) or (
+            "" if installed else "cupti-python is not installed")
         return Check("cupti", False,
                      f"FlashInfer fell back from CUPTI to "
-                     f"{_FALLBACK_TEXT.get(probe.get('timer'), probe.get('timer'))} ({have}, CUDA runtime "
-                     f"{stack.get('cuda_runtime')}, driver CUDA {gpu.get('driver_cuda')}): "
-                     f"{probe.get('warning')}", fix)
+                     f"{_FALLBACK_TEXT.get(probe.get('timer'), probe.get('timer'))} ({have_all}, CUDA runtime "
+                     f"{stack.get('cuda_runtime')}, driver CUDA {gpu.get('driver_cuda')})"
+                     + (f": {why}" if why else "") + f". {versions.CUPTI_RULE}. "
+                     f"FlashInfer said: {probe.get('warning')}", fix)
     return Check("cupti", True,
-                 f"CUPTI timed a 256x256x256 BF16 matmul: {probe.get('median_us')} us ({have})")
+                 f"CUPTI timed a 256x256x256 BF16 matmul: {probe.get('median_us')} us ({have_all})")
 
 
 def check_nvcc(nvcc: dict[str, Any], cuda_runtime: str | None) -> Check:

@@ -3,7 +3,9 @@
 `gather` runs the probes (from `environment.py` and `env/`), `run_checks` judges them with the
 checks of `checks` (the machine) and `flashinfer_checks` (the FlashInfer install), each a `Check`
 whose `ok` is True (pass), False (fail: numbers would be wrong or the run would break) or None
-(warning: worth knowing, not blocking). Exit 0 only when no check fails. A CPU-only machine gets
+(warning: worth knowing, not blocking). Exit 0 only when no check fails. The FlashInfer pairing
+check says whether this Python is alone (the documented pair) or beside vLLM (vLLM's FlashInfer
+and its tag's checkout, or --no_driver). A CPU-only machine gets
 one plain sentence and exit 1, never a traceback. A tool only some backends need (tileiras for
 cutile) is a warning, and a failure when --backends names such a backend.
 """
@@ -35,7 +37,13 @@ from .checks import (
     check_tileiras,
     check_torch_cuda,
 )
-from .flashinfer_checks import check_checkout, check_flashinfer_match, check_flashinfer_wheel, check_prebuilt
+from .flashinfer_checks import (
+    check_checkout,
+    check_flashinfer_match,
+    check_flashinfer_pairing,
+    check_flashinfer_wheel,
+    check_prebuilt,
+)
 
 EXIT_READY = 0
 EXIT_NOT_READY = 1
@@ -52,6 +60,7 @@ def gather(flashinfer_repo: str | None, gpu_index: int,
         "gpu": gpu,
         "wheel": versions.flashinfer_wheel(),
         "companions": versions.flashinfer_companions(),
+        "vllm": versions.vllm_flashinfer(),
         "checkout": versions.flashinfer_checkout(flashinfer_repo),
         "nvcc": gpu_probes.nvcc_info(),
         "tileiras": gpu_probes.tileiras_info(),
@@ -80,8 +89,10 @@ def run_checks(p: dict[str, Any], backends: Sequence[str] = ()) -> list[Check]:
     if gpu_ok:
         checks.append(check_idle(p["gpu"]))
         checks.append(check_torch_cuda(p["torch_cuda"] or {}, p["gpu"]))
-    checks.append(check_flashinfer_wheel(p["wheel"]))
-    checks.append(check_checkout(p["checkout"], p["wheel"]))
+    vllm = p.get("vllm") or {}
+    checks.append(check_flashinfer_wheel(p["wheel"], vllm))
+    checks.append(check_flashinfer_pairing(p["wheel"], vllm, p["checkout"]))
+    checks.append(check_checkout(p["checkout"], p["wheel"], vllm))
     checks.append(check_flashinfer_match(p["wheel"], p["checkout"]))
     if gpu_ok:
         checks.append(check_cupti(p["timer_probe"], p["stack"] or {}, p["gpu"]))
@@ -201,7 +212,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 __all__ = ["EXIT_READY", "EXIT_NOT_READY", "Check", "check_gpu", "check_idle", "check_torch_cuda",
-           "check_flashinfer_wheel", "check_checkout", "check_flashinfer_match", "check_cupti", "check_nvcc",
+           "check_flashinfer_wheel", "check_flashinfer_pairing", "check_checkout", "check_flashinfer_match",
+           "check_cupti", "check_nvcc",
            "check_tileiras", "check_no_download", "check_prebuilt", "check_arch_list", "gather", "run_checks",
            "ready", "verdict_line", "format_checks", "to_json", "build_parser", "main"]
 

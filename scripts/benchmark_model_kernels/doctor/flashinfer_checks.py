@@ -1,7 +1,8 @@
-"""The doctor's checks of the FlashInfer install: the wheel (a release this tool parses), the
-source checkout whose benchmark driver the runner drives, whether the two agree, and the prebuilt
-kernels (flashinfer-cubin, flashinfer-jit-cache) this GPU needs. Each returns a `Check` (see
-`checks`) whose fix says how to fetch or install the matching piece.
+"""The doctor's checks of the FlashInfer install: the wheel (a release this tool parses), which
+pairing applies (alone: the documented wheel and its tag; beside vLLM: vLLM's own FlashInfer and
+its tag, or --no_driver), the source checkout whose benchmark driver the runner drives, whether the
+two agree, and the prebuilt kernels (flashinfer-cubin, flashinfer-jit-cache) this GPU needs. Each
+returns a `Check` (see `checks`) whose fix says how to fetch or install the matching piece.
 """
 
 from __future__ import annotations
@@ -13,17 +14,24 @@ from ..run.pool import no_download_state
 from .checks import Check
 
 
-def _pinned_install() -> str:
-    return f"pip install 'flashinfer-python=={versions.FLASHINFER_WHEEL}'"
+def paired_release(vllm: dict[str, Any] | None = None) -> str:
+    """The flashinfer-python release to install here: vLLM's pin where vLLM is installed (another
+    would downgrade or upgrade vLLM's), else the documented FLASHINFER_WHEEL."""
+    return (vllm or {}).get("flashinfer") or versions.FLASHINFER_WHEEL
 
 
-def check_flashinfer_wheel(wheel: dict[str, Any]) -> Check:
+def _pinned_install(vllm: dict[str, Any] | None = None) -> str:
+    return f"pip install 'flashinfer-python=={paired_release(vllm)}'"
+
+
+def check_flashinfer_wheel(wheel: dict[str, Any], vllm: dict[str, Any] | None = None) -> Check:
     supported = versions.SUPPORTED_FLASHINFER_TEXT
     if not wheel.get("version"):
+        which = (f"vLLM {vllm['vllm']} requires {paired_release(vllm)}" if (vllm or {}).get("flashinfer")
+                 else f"the release this tool documents is {versions.FLASHINFER_WHEEL}")
         return Check("flashinfer_wheel", False,
-                     f"flashinfer-python is not installed (the release this tool documents is "
-                     f"{versions.FLASHINFER_WHEEL}; it parses the drivers of {supported})",
-                     _pinned_install())
+                     f"flashinfer-python is not installed ({which}; this tool parses the drivers of "
+                     f"{supported})", _pinned_install(vllm))
     commit = f" (commit {wheel['commit'][:12]})" if wheel.get("commit") else ""
     found = f"flashinfer-python {wheel['version']}{commit}"
     if versions.supported_line(wheel["version"]) is None:
@@ -32,20 +40,60 @@ def check_flashinfer_wheel(wheel: dict[str, Any]) -> Check:
         return Check("flashinfer_wheel", False if older else None,
                      f"{found}: this tool parses the driver of {supported} only"
                      + ("" if older else "; a newer driver's output may read as failed rows"),
-                     _pinned_install())
+                     _pinned_install(vllm))
     return Check("flashinfer_wheel", True, found)
 
 
-def _clone_hint(wheel: dict[str, Any], checkout: dict[str, Any]) -> str:
-    """The clone of the installed wheel's driver (the documented release's when none is
-    installed) at the checkout's path (~/flashinfer without one)."""
-    version = wheel.get("version") or versions.FLASHINFER_WHEEL
+def check_flashinfer_pairing(wheel: dict[str, Any], vllm: dict[str, Any], checkout: dict[str, Any]) -> Check:
+    """Which FlashInfer pairing this Python is in, and what to do about it. Alone (no vLLM): the
+    documented pair, FLASHINFER_WHEEL with its tag's driver. Beside vLLM: keep the flashinfer-python
+    vLLM requires (installing the documented one would change vLLM's) and drive the checkout of
+    that release's tag, or run with --no_driver. A wheel other than vLLM's pin is a warning: the
+    tool's numbers are fine, vLLM's install is not."""
+    wv = wheel.get("version")
+    if not vllm.get("vllm"):
+        tag = versions.release_tag(versions.FLASHINFER_WHEEL)
+        return Check("flashinfer_pairing", True,
+                     f"alone (no vLLM in this Python): the documented pair is flashinfer-python "
+                     f"{versions.FLASHINFER_WHEEL} with a {tag} driver checkout"
+                     + (f"; installed: {wv} (any of {versions.SUPPORTED_FLASHINFER_TEXT} works with "
+                        f"its own tag's checkout)" if wv and versions.release_of(wv) != versions.FLASHINFER_WHEEL
+                        else ""))
+    pin = vllm.get("flashinfer")
+    if not pin:
+        return Check("flashinfer_pairing", None,
+                     f"inside vLLM {vllm['vllm']}, which names no single flashinfer-python release "
+                     f"({vllm.get('requirement') or 'no flashinfer-python requirement'}): keep the one "
+                     f"installed ({wv or 'none'}) and drive its own tag's checkout, or run with --no_driver")
+    tag = versions.release_tag(pin)
+    clone = versions.fetch_driver_command(pin, None, checkout if checkout.get("path") else {})
+    if versions.release_of(wv) != versions.release_of(pin):
+        return Check("flashinfer_pairing", None,
+                     f"inside vLLM {vllm['vllm']}, which requires flashinfer-python {pin}, but "
+                     f"{wv or 'none'} is installed: vLLM may not run with it (the tool's rows are "
+                     f"still valid with a checkout of the installed wheel's tag)",
+                     f"{_pinned_install(vllm)}, then the {tag} checkout: {clone}")
+    line = "" if versions.supported_line(pin) else (
+        f"; this tool parses the drivers of {versions.SUPPORTED_FLASHINFER_TEXT} only, so run with --no_driver")
+    return Check("flashinfer_pairing", True,
+                 f"inside vLLM {vllm['vllm']}: keep its flashinfer-python {pin} (installing "
+                 f"{versions.FLASHINFER_WHEEL} would downgrade vLLM's) and drive a {tag} checkout "
+                 f"({clone}), or run with --no_driver{line}")
+
+
+def _clone_hint(wheel: dict[str, Any], checkout: dict[str, Any],
+                vllm: dict[str, Any] | None = None) -> str:
+    """The clone of the installed wheel's driver (the release to install here when none is
+    installed: vLLM's pin, else the documented one) at the checkout's path (~/flashinfer without
+    one)."""
+    version = wheel.get("version") or paired_release(vllm)
     commit = wheel.get("commit") if wheel.get("version") else None
     return versions.fetch_driver_command(version, commit, {"path": checkout.get("path")})
 
 
-def check_checkout(checkout: dict[str, Any], wheel: dict[str, Any] | None = None) -> Check:
-    clone = _clone_hint(wheel or {}, checkout)
+def check_checkout(checkout: dict[str, Any], wheel: dict[str, Any] | None = None,
+                   vllm: dict[str, Any] | None = None) -> Check:
+    clone = _clone_hint(wheel or {}, checkout, vllm)
     if not checkout.get("path"):
         return Check("flashinfer_checkout", False,
                      "no FlashInfer checkout given (the runner drives its "
@@ -57,7 +105,7 @@ def check_checkout(checkout: dict[str, Any], wheel: dict[str, Any] | None = None
         return Check("flashinfer_checkout", False,
                      f"{checkout['path']} has no benchmarks/flashinfer_benchmark.py",
                      "pass the root of a FlashInfer source checkout (the folder that contains "
-                     f"benchmarks/); to get one: {_clone_hint(wheel or {}, {})}")
+                     f"benchmarks/); to get one: {_clone_hint(wheel or {}, {}, vllm)}")
     return Check("flashinfer_checkout", True, f"driver found: {checkout['driver']}")
 
 
@@ -166,5 +214,6 @@ def check_prebuilt(companions: dict[str, str | None], wheel: dict[str, Any],
     return Check("prebuilt_kernels", True, have + (f"; {'; '.join(notes)}" if notes else ""))
 
 
-__all__ = ["TRTLLM_GEN_CCS", "TRTLLM_GEN_BACKENDS", "check_flashinfer_wheel", "check_checkout",
+__all__ = ["TRTLLM_GEN_CCS", "TRTLLM_GEN_BACKENDS", "paired_release", "check_flashinfer_wheel",
+           "check_flashinfer_pairing", "check_checkout",
            "check_flashinfer_match", "cubin_install", "jit_cache_install", "check_prebuilt"]

@@ -11,9 +11,11 @@ from typing import Any
 
 # --------------------------------------------------------------------------- the FlashInfer pair
 
-#: The FlashInfer release this tool documents: README.md and SKILL.md install this wheel and clone
-#: its tag (`release_tag`) for the driver's benchmarks/; tests/test_packaging.py checks that they
-#: and pyproject.toml's `gpu` extra agree with it. vLLM pins the same wheel.
+#: The FlashInfer release this tool documents for a Python without vLLM: README.md and SKILL.md
+#: install this wheel and clone its tag (`release_tag`) for the driver's benchmarks/;
+#: tests/test_packaging.py checks that they and pyproject.toml's `gpu` extra agree with it. vLLM
+#: pins its own (vLLM 0.33.0: 0.7.2.post1); beside vLLM the doctor names that one instead
+#: (`vllm_flashinfer`), since installing this one would downgrade vLLM's.
 FLASHINFER_WHEEL = "0.6.18.post1"
 #: Release lines whose driver argv and output this tool parses, oldest first: 0.6.17, every
 #: 0.6.18.x, every 0.7.x (pyproject.toml's `gpu` extra admits exactly these).
@@ -322,7 +324,37 @@ def flashinfer_companions() -> dict[str, str | None]:
             "flashinfer_jit_cache": dist_version("flashinfer-jit-cache")}
 
 
+def vllm_flashinfer() -> dict[str, str | None]:
+    """vLLM in this Python, and the flashinfer-python release its metadata requires (vLLM 0.33.0:
+    "==0.7.2.post1"), read from package metadata without importing vLLM (seconds, and CUDA
+    initialisation). {"vllm": version or None, "flashinfer": the pinned release or None,
+    "requirement": the requirement as vLLM states it or None}."""
+    out: dict[str, str | None] = {"vllm": dist_version("vllm"), "flashinfer": None, "requirement": None}
+    if out["vllm"] is None:
+        return out
+    try:
+        from importlib.metadata import requires
+
+        for req in requires("vllm") or ():
+            m = re.match(r"\s*flashinfer[-_]python\s*([^;]*)(;.*)?$", req, re.I)
+            if m and not (m.group(2) or "").strip(" ;"):
+                spec = m.group(1).strip().strip("()").strip()
+                out["requirement"] = f"flashinfer-python{spec}"
+                pin = re.fullmatch(r"===?\s*([\w.+]+)", spec)
+                out["flashinfer"] = pin.group(1) if pin else None
+                break
+    except Exception:  # a broken vLLM install must not break the probe
+        pass
+    return out
+
+
 # --------------------------------------------------------------------------- CUDA / CUPTI / nvcc
+
+
+#: The rule the CUPTI timer follows, in words (the doctor's messages and the docs say it).
+CUPTI_RULE = ("FlashInfer times with CUPTI only with a cupti-python >= 13 of the CUDA runtime's "
+              "major.minor, beside that runtime's own nvidia-cuda-cupti (cupti-python 13.0.x with "
+              "torch's nvidia-cuda-cupti 13.0.85); otherwise it falls back to CUDA events")
 
 
 def cupti_fix_command(cuda_runtime: str | None, driver_cuda: str | None = None) -> str:
@@ -330,7 +362,8 @@ def cupti_fix_command(cuda_runtime: str | None, driver_cuda: str | None = None) 
 
     CUPTI must not be newer than the CUDA the driver supports, and FlashInfer needs
     cupti-python >= 13, so the target is min(runtime, driver) major.minor:
-    runtime 13.0, driver 13.0 -> `pip install 'cupti-python==13.0.*'`.
+    runtime 13.0, driver 13.0 -> `pip install 'cupti-python==13.0.*'` (which also brings back the
+    runtime's nvidia-cuda-cupti 13.0.x where a cupti-python of another minor replaced it).
     """
     versions = [v for v in (major_minor(cuda_runtime), major_minor(driver_cuda)) if v]
     if not versions:
@@ -341,3 +374,19 @@ def cupti_fix_command(cuda_runtime: str | None, driver_cuda: str | None = None) 
                 f"stack (driver >= 580, a cu13x torch); this stack is CUDA {target}. Upgrade it, or "
                 f"run with --allow_cuda_events and say in the report that rows are CUDA-event timed")
     return f"pip install 'cupti-python=={target}.*'"
+
+
+def cupti_mismatch(cupti_python: str | None, cuda_runtime: str | None,
+                   cupti_wheel: str | None = None) -> str:
+    """Where this stack breaks CUPTI_RULE ("" where it does not, as far as the versions known
+    tell): a cupti-python FlashInfer refuses (< 13), one of another major.minor than the CUDA
+    runtime, or an nvidia-cuda-cupti of another major.minor (a cupti-python of another minor
+    pulls its own over torch's)."""
+    have, runtime, wheel = major_minor(cupti_python), major_minor(cuda_runtime), major_minor(cupti_wheel)
+    if have is not None and version_key(have)[0] < 13:
+        return f"cupti-python {cupti_python} is older than 13, which FlashInfer's timer refuses"
+    if have is not None and runtime and have != runtime:
+        return f"cupti-python {cupti_python} is {have} but the CUDA runtime is {cuda_runtime}"
+    if wheel and runtime and wheel != runtime:
+        return f"nvidia-cuda-cupti {cupti_wheel} is not the CUDA runtime's {runtime}"
+    return ""
