@@ -62,8 +62,12 @@ def test_skill_interview_covers_every_decision_with_defaults():
     for preset in ("1 8 64 512", "1 4 16 32", "64 256 1024 4096", "M x EP/TP"):
         assert preset in body
     assert body.count("default") >= 5
-    for caveat in ("no communication", "KV cache", "scheduling", "synthetic uniform routing"):
-        assert caveat in body
+    # What the numbers are and are not: attention and its KV cache are timed; communication, the
+    # KV-cache write, scheduling and real routing are not.
+    flat = " ".join(body.split())
+    for caveat in ("GEMMs, fused MoE and attention over the timed KV cache lengths", "no communication",
+                   "no KV-cache write", "scheduling", "synthetic uniform routing"):
+        assert caveat in flat, caveat
 
 
 def _linked_references() -> set[str]:
@@ -174,10 +178,45 @@ def test_pyproject_console_scripts_import():
         module, _, attr = target.partition(":")
         mod = importlib.import_module(module)
         assert callable(getattr(mod, attr, None)), f"{name} -> {target}: no callable {attr}"
-    assert {"gpu", "dev"} <= set(project["optional-dependencies"])
-    gpu = " ".join(project["optional-dependencies"]["gpu"])
-    for dist in ("flashinfer-python", "cupti-python", "nvidia-ml-py"):
-        assert dist in gpu
+    assert {"gpu", "gpu-cu13", "dev"} <= set(project["optional-dependencies"])
+    for extra in ("gpu", "gpu-cu13"):
+        deps = " ".join(project["optional-dependencies"][extra])
+        for dist in ("flashinfer-python", "nvidia-ml-py"):
+            assert dist in deps, (extra, dist)
+
+
+#: cupti-python releases on PyPI (pip index versions cupti-python): 12.6.0, 12.8.0, 13.0.0, 13.0.1,
+#: 13.2.0, 13.3.0, 13.3.1, 13.4.0.
+CUPTI_PYTHON_RELEASES = ("12.6.0", "12.8.0", "13.0.0", "13.0.1", "13.2.0", "13.3.0", "13.3.1", "13.4.0")
+
+
+def _cupti_spec(deps: list[str]):
+    from packaging.specifiers import SpecifierSet
+
+    spec = [d[len("cupti-python"):] for d in deps if d.startswith("cupti-python")]
+    return SpecifierSet(spec[0]) if spec else None
+
+
+def test_gpu_extras_resolve_on_cuda_12_and_13():
+    """`gpu` names no cupti-python, so a CUDA 12 stack (whose cupti-python is 12.x) resolves it with
+    any cupti-python or none; `gpu-cu13` admits every 13.x release and no 12.x one."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert _cupti_spec(extras["gpu"]) is None
+    cu13 = _cupti_spec(extras["gpu-cu13"])
+    assert cu13 is not None
+    assert [v for v in CUPTI_PYTHON_RELEASES if v in cu13] == [v for v in CUPTI_PYTHON_RELEASES
+                                                               if v.startswith("13.")]
+    for doc in ("README.md", "SKILL.md"):
+        text = read(doc)
+        assert re.search(r"pip install -e \S*\[gpu-cu13\]\S* .*'cupti-python==13\.0\.\*'", text), doc
+        assert re.search(r"\[gpu\]", text), doc  # the CUDA 12 install
+        # The CUPTI rule, stated: cupti-python >= 13, pinned to the runtime's major.minor beside its
+        # own nvidia-cuda-cupti; another can fall back to CUDA events.
+        flat = " ".join(text.split())
+        assert "nvidia-cuda-cupti 13.0.85" in flat and "fall back to CUDA" in flat, doc
+        assert "--allow_cuda_events" in flat, doc
 
 
 def test_thin_cli_scripts_exist():
@@ -195,24 +234,38 @@ def _code_blocks(text: str) -> list[str]:
     return re.findall(r"```(?:bash)?\n(.*?)```", text, re.S)
 
 
+#: README's CPU torch step: PyTorch's CPU index (PyPI's default Linux torch is the CUDA build).
+CPU_TORCH = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+
+
 def test_readme_opens_with_the_two_commands_and_ci_runs_them():
     readme = read("README.md")
     head = "\n".join(readme.splitlines()[:12])
     blocks = _code_blocks(head)
     assert len(blocks) == 2, "README must open with the set-up+preview command and the test command"
     setup, test_cmd = blocks[0].strip(), blocks[1].strip()
-    assert "pip install torch==2.13.0" in setup and "pip install -e '.[dev]'" in setup
+    steps = [s.strip() for s in setup.split("&&")]
+    # The user install: the CPU torch first (before the package could pull PyPI's CUDA torch), then
+    # the package without the dev tools, then the preview.
+    assert CPU_TORCH in steps and "pip install -e ." in steps
+    assert steps.index(CPU_TORCH) < steps.index("pip install -e .")
+    assert "[dev]" not in setup
     assert re.search(r"scripts/benchmark_model\.py \S+ --tp 1 --print_only$", setup)
+    # The dev install, then the tests.
+    test_steps = [s.strip() for s in test_cmd.split("&&")]
+    assert test_steps[0] == "pip install -e '.[dev]'" and test_steps[-1] == "python -m pytest -q -rs"
     ci = read(".ci/run")
     ci_lines = [ln.strip() for ln in ci.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    # CI installs exactly as the README says (same pip steps, quiet flags aside) ...
-    for step in [s.strip() for s in setup.split("&&")]:
+    # CI installs as the README says (same pip steps, quiet flags aside; the torch step from CI's own
+    # CPU wheel mirror, as CI reaches no index but PyPI's) ...
+    for step in [*steps, *test_steps]:
         if step.startswith("pip install"):
+            step = "pip install torch==2.13.0" if step == CPU_TORCH else step
             assert any(ln.startswith("pip install") and ln.endswith(step[len("pip install"):])
                        for ln in ci_lines), f".ci/run lacks: {step}"
     assert "python3 -m venv .venv" in ci_lines and ". .venv/bin/activate" in ci_lines
     # ... and runs exactly the README's test command, last, under `set -e`.
-    assert ci_lines[-1] == test_cmd
+    assert ci_lines[-1] == test_steps[-1]
     assert "set -euo pipefail" in ci
 
 
@@ -258,31 +311,57 @@ def test_every_flag_the_docs_mention_exists_in_some_cli(doc):
 # ---------------------------------------------------------------- the FlashInfer pair == code
 
 
-def test_readme_skill_and_extras_name_the_one_flashinfer_pair():
-    """README.md and SKILL.md install FLASHINFER_WHEEL and clone its tag, name no other FlashInfer
-    release, and pyproject's `gpu` extra admits exactly the supported release lines."""
+def test_readme_skill_and_extras_name_the_flashinfer_pairs():
+    """README.md and SKILL.md install FLASHINFER_WHEEL and clone its tag for the tool alone, name
+    vLLM's own pin (VLLM_FLASHINFER_PINS) and its tag for a vLLM environment, name no other
+    FlashInfer release, and pyproject's `gpu` extras admit exactly the supported release lines."""
     tomllib = pytest.importorskip("tomllib")
     from packaging.specifiers import SpecifierSet
 
     from benchmark_model_kernels.env import versions
 
     wheel, tag = versions.FLASHINFER_WHEEL, versions.release_tag(versions.FLASHINFER_WHEEL)
+    vllm_version, vllm_pin = next(iter(versions.VLLM_FLASHINFER_PINS.items()))
     for doc in ("README.md", "SKILL.md"):
         text = read(doc)
+        flat = " ".join(text.split())
         assert f"'flashinfer-python=={wheel}'" in text, doc
         assert f"git clone --depth 1 --branch {tag} {versions.FLASHINFER_GIT_URL}" in text, doc
         pins = set(re.findall(r"flashinfer-python==([\w.]+)", text))
         assert pins == {wheel}, f"{doc} pins {pins}"
         tags = set(re.findall(r"--branch (v[\w.]+)", text))
-        assert tags == {tag}, f"{doc} clones {tags}"
+        assert tags <= {tag, versions.release_tag(vllm_pin)} and tag in tags, f"{doc} clones {tags}"
+        # Inside vLLM: keep its FlashInfer, its tag's driver or --no_driver.
+        assert f"vLLM {vllm_version} requires flashinfer-python {vllm_pin}" in flat, doc
+        assert versions.release_tag(vllm_pin) in flat and "--no_driver" in flat, doc
+        assert "release vLLM pins" not in flat, doc
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        gpu = tomllib.load(f)["project"]["optional-dependencies"]["gpu"]
-    spec = SpecifierSet(next(d for d in gpu if d.startswith("flashinfer-python"))[len("flashinfer-python"):])
-    assert wheel in spec
-    for version in ("0.6.17", "0.6.18", "0.6.18.post1", "0.7.0", "0.7.4"):
-        assert version in spec and versions.supported_line(version), version
-    for version in ("0.6.16.post4", "0.8.0"):
-        assert version not in spec and versions.supported_line(version) is None, version
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    for extra in ("gpu", "gpu-cu13"):
+        spec = SpecifierSet(next(d for d in extras[extra]
+                                 if d.startswith("flashinfer-python"))[len("flashinfer-python"):])
+        assert wheel in spec and vllm_pin in spec
+        for version in ("0.6.17", "0.6.18", "0.6.18.post1", "0.7.0", "0.7.4"):
+            assert version in spec and versions.supported_line(version), version
+        for version in ("0.6.16.post4", "0.8.0"):
+            assert version not in spec and versions.supported_line(version) is None, version
+
+
+#: Sentences that once said attention and the KV cache are not timed; both are (cases/attention).
+NOT_TIMED_ATTENTION = ("the KV cache and attention", "no attention or KV cache", "attention or KV-cache kernels")
+
+
+def test_docs_say_attention_and_the_kv_cache_are_timed():
+    from benchmark_model_kernels.cases import attention  # noqa: F401  (the cases the docs describe)
+
+    for doc in ("README.md", "SKILL.md"):
+        flat = " ".join(read(doc).split())
+        for sentence in NOT_TIMED_ATTENTION:
+            assert sentence not in flat, f"{doc}: {sentence!r}"
+    readme = " ".join(read("README.md").split())
+    assert "These numbers are **kernel times only**, one rank's: GEMMs, fused MoE and attention" in readme
+    meta, _ = frontmatter(read("SKILL.md"))
+    assert "attention" in meta["description"] and "KV cache" in meta["description"]
 
 
 # ---------------------------------------------------------------- long references have a TOC

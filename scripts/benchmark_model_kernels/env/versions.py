@@ -17,6 +17,10 @@ from typing import Any
 #: pins its own (vLLM 0.33.0: 0.7.2.post1); beside vLLM the doctor names that one instead
 #: (`vllm_flashinfer`), since installing this one would downgrade vLLM's.
 FLASHINFER_WHEEL = "0.6.18.post1"
+#: The flashinfer-python the vLLM release this tool follows requires (vLLM 0.33.0's metadata:
+#: "flashinfer-python==0.7.2.post1"). README.md and SKILL.md name it for the vLLM case
+#: (tests/test_packaging.py); the doctor reads the installed vLLM's own metadata instead.
+VLLM_FLASHINFER_PINS = {"0.33.0": "0.7.2.post1"}
 #: Release lines whose driver argv and output this tool parses, oldest first: 0.6.17, every
 #: 0.6.18.x, every 0.7.x (pyproject.toml's `gpu` extra admits exactly these).
 SUPPORTED_FLASHINFER_LINES = ("0.6.17", "0.6.18", "0.7")
@@ -352,9 +356,10 @@ def vllm_flashinfer() -> dict[str, str | None]:
 
 
 #: The rule the CUPTI timer follows, in words (the doctor's messages and the docs say it).
-CUPTI_RULE = ("FlashInfer times with CUPTI only with a cupti-python >= 13 of the CUDA runtime's "
-              "major.minor, beside that runtime's own nvidia-cuda-cupti (cupti-python 13.0.x with "
-              "torch's nvidia-cuda-cupti 13.0.85); otherwise it falls back to CUDA events")
+CUPTI_RULE = ("FlashInfer times with CUPTI only with a cupti-python >= 13 (it refuses older ones); the "
+              "pin that matches is the CUDA runtime's major.minor, beside that runtime's own "
+              "nvidia-cuda-cupti (cupti-python 13.0.x with torch's nvidia-cuda-cupti 13.0.85); any "
+              "other can fall back to CUDA events")
 
 
 def cupti_fix_command(cuda_runtime: str | None, driver_cuda: str | None = None) -> str:

@@ -11,8 +11,9 @@ One rule, one place (documented with worked examples in references/roofline.md):
   rows once, the M output rows once; intermediate activations between the two GEMMs are not
   counted (a fused kernel may keep them on chip). Under uniform routing the expected number of
   distinct local experts touched is ``E_local * (1 - (1 - 1/E_global) ** (M * top_k))`` (each of
-  the M*top_k draws treated as independent; exact draws are without replacement per token, which
-  differs by well under 1 % for the shapes that matter).
+  the M*top_k draws treated as independent; real draws are without replacement per token, so this
+  undercounts at small M: about (top_k-1)/(2*E_global) at M=1, 6 % for 8 experts top-2, 2.7 % for
+  128 top-8, and under 0.5 % from M=64; references/roofline.md gives more).
 * Element sizes per recipe: BF16 2 bytes; FP8 1 byte; NVFP4 0.5 byte + one FP8 block scale per
   16 values (0.0625 byte), for weights and activations alike (the kernel consumes quantized
   activations). Outputs are BF16. Per-tensor / per-token scales are negligible and not counted.
