@@ -135,7 +135,8 @@ def usage_error_from_argparse(parser: argparse.ArgumentParser, message: str) -> 
 class OneLineArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose parse errors raise UsageError (one `error:` line, exit 2, printed by
     the CLI's main) instead of printing the usage block; --help is unchanged. Every script built on
-    it answers --version with the tool's version."""
+    it answers --version with the tool's version, and takes the kebab-case twin of every flag
+    (`--no-attention` for `--no_attention`; `core/flag_spelling.py`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -144,6 +145,14 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise usage_error_from_argparse(self, message)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """argparse's, after `flag_spelling.respell`: a kebab-case twin of a flag (`--kv-lens`,
+        as vLLM spells its flags) is the flag; a vLLM flag named otherwise here is one line."""
+        from .flag_spelling import respell  # it raises UsageError, defined in this module
+
+        argv = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(respell(argv, self._option_string_actions, self.prog), namespace)
 
 
 def shown_value(value: object, limit: int = 48) -> str:
