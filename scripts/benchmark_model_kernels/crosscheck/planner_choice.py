@@ -100,7 +100,7 @@ def _info(model: str, src: Any, revision: str | None) -> ModelInfo:
     return ModelInfo(name=model, source=src.source, model_type=str(raw.get("model_type", "")),
                      architecture=",".join(raw.get("architectures") or []), revision=revision,
                      hidden_size=int(text.get("hidden_size") or 0), vocab_size=int(text.get("vocab_size") or 0),
-                     fp8_scheme=scheme, fp8_scheme_source=why,
+                     fp8_scheme=scheme, fp8_scheme_source=why, notes=(src.note,) if src.note else (),
                      tie_word_embeddings=bool(text.get("tie_word_embeddings", raw.get("tie_word_embeddings", False))))
 
 

@@ -1,6 +1,10 @@
 """Resolve MODEL (bundled name, local dir, config.json path or Hub ID) to a config dict.
 
 Only `config.json` is ever read or downloaded, never weights. Bundled configs live in `models/`.
+A Hub ID is read from the Hugging Face cache when the Hub cannot be asked (HF_HUB_OFFLINE, no
+network), as `hf_hub_download` itself would; one whose config is bundled (`BUNDLED_HUB_IDS`)
+falls back to the bundled file when it is in neither, and the plan says so in a note. Nothing
+here reaches the network unless MODEL is a Hub ID.
 """
 
 from __future__ import annotations
@@ -17,6 +21,19 @@ from urllib.parse import urlparse
 from ..core.errors import UsageError
 
 MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+#: The Hub IDs of the bundled configs (bundled name -> Hub IDs; the first is the repository the
+#: bundled file's numbers are from, ../shared/configs/PROVENANCE.md; Meta's older
+#: Meta-Llama-3.1-* names redirect to the same repositories).
+BUNDLED_HUB_IDS: dict[str, tuple[str, ...]] = {
+    "deepseek-v3": ("deepseek-ai/DeepSeek-V3",),
+    "gpt-oss-120b": ("openai/gpt-oss-120b",),
+    "kimi-k2": ("moonshotai/Kimi-K2-Instruct",),
+    "llama-3.1-70b": ("meta-llama/Llama-3.1-70B", "meta-llama/Meta-Llama-3.1-70B"),
+    "llama-3.1-8b": ("meta-llama/Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-8B"),
+    "mixtral-8x7b": ("mistralai/Mixtral-8x7B-v0.1",),
+    "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B",),
+    "qwen3-8b": ("Qwen/Qwen3-8B",),
+}
 #: "org/name" as the Hub accepts it.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -35,6 +52,8 @@ class ConfigSource:
     """The parsed JSON."""
     revision: str | None = None
     """Hub revision, when one was given."""
+    note: str = ""
+    """Where a Hub ID was read from when the Hub was not asked ("" when it was, or MODEL is no Hub ID)."""
 
     @property
     def directory(self) -> str:
@@ -135,24 +154,69 @@ def _local_lookalike_hint(repo_id: str) -> str:
     return f"; not a local folder either (no ./{repo_id} here)"
 
 
+def bundled_name_of(repo_id: str) -> str | None:
+    """The bundled config of Hub ID `repo_id` (the Hub's IDs are case-insensitive), or None."""
+    for name, ids in BUNDLED_HUB_IDS.items():
+        if repo_id.lower() in (i.lower() for i in ids):
+            return name
+    return None
+
+
+def cached_config(repo_id: str, revision: str | None) -> str | None:
+    """config.json of `repo_id` at `revision` (None: main) in the Hugging Face cache, found by
+    huggingface_hub itself (HF_HUB_CACHE / HF_HOME honoured), never asking the Hub; None if absent."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return hf_hub_download(repo_id, "config.json", revision=revision, local_files_only=True)
+    except Exception:  # not cached (LocalEntryNotFoundError), or a revision the cache has no ref for
+        return None
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE set, as huggingface_hub reads it (read now: a test or a caller may set it late)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _not_fetched(repo_id: str, revision: str | None, why: str) -> ConfigSource:
+    """The Hub was not asked or did not answer (`why`): config.json from the Hugging Face cache,
+    else the bundled config of that Hub ID (no --revision: a bundled file has none), else one line."""
+    cached = cached_config(repo_id, revision)
+    if cached:
+        return ConfigSource(repo_id, "hub", cached, read_config_json(cached), revision,
+                            note=f"config.json of {repo_id} from the Hugging Face cache ({why})")
+    bundled = bundled_name_of(repo_id)
+    if bundled and revision is None:
+        path = os.path.join(MODELS_DIR, f"{bundled}.json")
+        return ConfigSource(repo_id, "bundled", path, read_config_json(path),
+                            note=f"using the bundled config of {repo_id} ({bundled}; {why}, and not in the "
+                                 "Hugging Face cache)")
+    if bundled:
+        alternative = f"drop --revision to use the bundled config of {repo_id} ({bundled})"
+    else:
+        alternative = "or use a bundled name (--list_models)"
+    raise UsageError("MODEL", repo_id, f"cannot fetch config.json from the Hugging Face Hub ({why}) and "
+                     f"the Hugging Face cache has none{' at revision ' + revision if revision else ''}"
+                     f"{_local_lookalike_hint(repo_id)}; download it elsewhere and pass the local path "
+                     f"(e.g. ./{repo_id.split('/')[-1]}/config.json), {alternative}")
+
+
 def _from_hub(repo_id: str, revision: str | None) -> ConfigSource:
-    """Download only config.json from the Hub (huggingface_hub); offline -> one-line error."""
-    fix = (f"cannot fetch config.json from the Hugging Face Hub{{why}}{_local_lookalike_hint(repo_id)}; "
-           f"download it elsewhere and pass the local path (e.g. ./{repo_id.split('/')[-1]}/config.json), "
-           f"or use a bundled name (--list_models)")
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise UsageError("MODEL", repo_id, fix.format(why=" (HF_HUB_OFFLINE is set)"))
+    """Download only config.json from the Hub (huggingface_hub). Offline (HF_HUB_OFFLINE, an
+    unresolvable Hub host) or refused by the Hub: the cached file, else the bundled config."""
+    if hub_offline():
+        return _not_fetched(repo_id, revision, "HF_HUB_OFFLINE is set")
     unresolvable = _hub_host_unresolvable()
     if unresolvable:
-        raise UsageError("MODEL", repo_id, fix.format(why=f" ({unresolvable})"))
+        return _not_fetched(repo_id, revision, unresolvable)
     try:
         from huggingface_hub import hf_hub_download
 
         path = hf_hub_download(repo_id, "config.json", revision=revision)
     except Exception as e:  # no network, 401/404, bad revision: all are "cannot fetch"
-        reason = type(e).__name__
-        raise UsageError("MODEL", repo_id, fix.format(why=f" ({reason})")) from None
+        return _not_fetched(repo_id, revision, f"{type(e).__name__}")
     return ConfigSource(repo_id, "hub", path, read_config_json(path), revision)
 
 
-__all__ = ["ConfigSource", "MODELS_DIR", "list_bundled", "read_config_json", "resolve"]
+__all__ = ["BUNDLED_HUB_IDS", "ConfigSource", "MODELS_DIR", "bundled_name_of", "cached_config", "hub_offline",
+           "list_bundled", "read_config_json", "resolve"]

@@ -304,7 +304,10 @@ def plan_layout(model: str, layout: Layout, *, revision: str | None = None, trus
     config_checks.check_values(src.raw)
     key = ""
     if plan_dir and not trust_remote_code:
-        key = plan_cache.plan_key(src.raw, model=model, source=src.source, revision=revision, tp=layout.tp,
+        # The note (where an offline Hub ID was read from) is in the plan: a plan kept online is
+        # not the plan of the same config read from the cache or the bundled file.
+        source = f"{src.source}; {src.note}" if src.note else src.source
+        key = plan_cache.plan_key(src.raw, model=model, source=source, revision=revision, tp=layout.tp,
                                   ep=layout.ep, allow_defaults=allow_defaults)
         kept = plan_cache.read_kept(plan_dir, key)
         if kept is not None:
@@ -320,13 +323,13 @@ def _plan_source(src: Any, model: str, layout: Layout, revision: str | None, tru
     """The plan of a resolved config, built on meta tensors."""
     from . import meta_model
 
-    location = src.name if src.source == "hub" else src.directory
+    location = src.name if src.source == "hub" and not src.note else src.directory  # cached: its folder
     build = meta_model.build_meta_model(src.raw, trust_remote_code=trust_remote_code, location=location,
                                         revision=revision)
     refusal = vllm_refusal(src.raw.get("architectures") or [])
     info = ModelInfo(name=model, source=src.source, model_type=str(src.raw.get("model_type")),
                      architecture=build.architecture, revision=revision,
-                     notes=tuple(build.notes) + ((refusal,) if refusal else ()))
+                     notes=((src.note,) if src.note else ()) + tuple(build.notes) + ((refusal,) if refusal else ()))
     return plan_checked(build, info, layout, src.raw, allow_defaults)
 
 
