@@ -35,6 +35,9 @@ EPILOG = """examples:
   %(prog)s ./config.json --tp 2 --plan_json plan.json --print_only
   %(prog)s Qwen/Qwen3-8B --revision main --print_only   Hub ID (downloads config.json only)
   %(prog)s --list_models                             list the bundled configs
+  %(prog)s deepseek-v3 --assume_cc h200 --print_only
+                                                     an H200's compute capability and memory; the
+                                                     smallest TP/EP that fits it, per recipe
   %(prog)s llama-3.1-8b qwen3-30b-a3b --tp 1 --flashinfer_repo FI --workdir runs/cmp
                                                      several models: one sub-workdir each + one
                                                      comparison report in runs/cmp/report.md
@@ -136,9 +139,13 @@ def check_memory_args(args: argparse.Namespace) -> None:
 
 def memory_sizes(args: argparse.Namespace) -> tuple[tuple[float, ...], str]:
     """The GPU sizes (GiB) of the memory table and where they come from: --gpu_mem_gb, else the
-    GPU present (NVML's total, as results.json records it), else the H100/H200/B200 sizes."""
+    GPU --assume_cc names (core/gpu_specs.py), else the GPU present (NVML's total, as results.json
+    records it), else the H100/H200/B200 sizes (`preview.DEFAULT_GPU_MEM_GIB`)."""
     if args.gpu_mem_gb:
         return tuple(args.gpu_mem_gb), "--gpu_mem_gb"
+    named = flags.assumed_memory_bytes(getattr(args, "assume_cc", None))
+    if named:
+        return (round(named / 2**30, 1),), f"--assume_cc {args.assume_cc}"
     from .env import gpu
 
     if gpu.driver_present():
@@ -214,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     rc = cli_main(lambda: _main(argv))
-    if as_program and ("--print_only" in argv or "--list_models" in argv
-                       or any(a.startswith("--cross_check") for a in argv)):
+    if as_program and any(a in ("--print_only", "--print-only", "--list_models", "--list-models")
+                          or a.startswith(("--cross_check", "--cross-check")) for a in argv):
         # Interpreter teardown of torch + transformers costs ~0.8 s (a quarter of the 3 s preview
         # budget) and a preview holds nothing to clean up: the plan JSON is already renamed into
         # place. Flush and leave.
@@ -392,6 +399,8 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
     sys.stdout.write(preview.format_plan(plan))
     sizes, where = memory_sizes(args)
     print("\n".join(preview.memory_lines(plan, sizes, args.gpu_memory_utilization, where)))
+    if (args.print_only or getattr(args, "dry_run", False)) and sizes != preview.DEFAULT_GPU_MEM_GIB:
+        print("\n".join(fit_lines(args, model, plan, sizes, where)))
     if args.print_only and getattr(args, "assume_cc", None):
         print(target_gpu_summary(plan, flags.parse_cc(args.assume_cc), args.ms,
                                  load_capabilities(args.flashinfer_repo), flags.sweep_from_args(args)))
@@ -409,6 +418,22 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
     return runner.run_from_args(run_args, plan, environment=environment.collect,
                                 report=report.write_report,
                                 resume_may_start_fresh=workdir != args.workdir) or incomplete
+
+
+def fit_lines(args: argparse.Namespace, model: str, plan, sizes: tuple[float, ...], where: str) -> list[str]:
+    """Per GPU size the memory of one GPU is known for (not the default sizes), the fewest GPUs and
+    smallest TP (EP for an MoE model) whose rank holds each recipe (plan/smallest_fit.py); the
+    other layouts are planned by the rules planner, kept between runs."""
+    from .plan import smallest_fit
+
+    def plan_at(layout: Layout):
+        return planner.plan_layout(model, layout, revision=args.revision, trust_remote_code=args.trust_remote_code,
+                                   allow_defaults=args.allow_defaults, plan_dir=plan_cache.default_plan_dir())
+
+    planned: dict = {}  # plans of the layouts tried, shared by the sizes
+    fits = [smallest_fit.smallest_fits(plan, plan_at, size, utilization=args.gpu_memory_utilization, planned=planned)
+            for size in sizes]
+    return [smallest_fit.fit_line(f, where) for f in fits]
 
 
 def _planned(args: argparse.Namespace, model: str, layout: Layout):
@@ -454,6 +479,6 @@ def _cross_checked(plan, model: str, args: argparse.Namespace):
                                                 result.refused or result.not_checked))
 
 
-__all__ = ["build_parser", "check_memory_args", "memory_sizes",
+__all__ = ["build_parser", "check_memory_args", "fit_lines", "memory_sizes",
            "main", "parallel_settings", "reject_derived_flags", "run_job", "run_label",
            "write_plan_json", "DERIVED_FLAGS"]

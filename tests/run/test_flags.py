@@ -30,6 +30,15 @@ def test_dry_run_request_holds_the_checked_flags(tmp_path):
         req.ms = (2,)  # type: ignore[misc]
 
 
+def test_a_gpu_name_states_its_memory_for_the_dry_run(tmp_path):
+    """--assume_cc h200: the cases are planned for sm_90 and a 140.4 GiB GPU (the cells whose K/V
+    does not fit are marked so); --assume_cc 9.0 states no memory."""
+    named = flags.validate_args(parse("--workdir", str(tmp_path / "a"), "--dry_run", "--assume_cc", "h200"))
+    assert named.gpu == ("assumed sm_90", (9, 0)) and named.gpu_memory_bytes == int(143771 / 1024 * 2**30)
+    numbered = flags.validate_args(parse("--workdir", str(tmp_path / "b"), "--dry_run", "--assume_cc", "9.0"))
+    assert numbered.gpu_memory_bytes is None
+
+
 def test_defaults_sweep_default_ms_and_every_recipe(tmp_path, monkeypatch):
     monkeypatch.setattr(flags, "detect_gpu", lambda: None)
     req = flags.validate_args(parse("--workdir", str(tmp_path), "--dry_run", "--backends", "torch"))
@@ -39,8 +48,10 @@ def test_defaults_sweep_default_ms_and_every_recipe(tmp_path, monkeypatch):
 
 def test_parse_cc():
     assert flags.parse_cc("10.0") == (10, 0)
-    with pytest.raises(UsageError, match="--assume_cc=nine: give MAJOR.MINOR"):
-        flags.parse_cc("nine")
+    with pytest.raises(UsageError, match="--assume_cc=9: give MAJOR.MINOR or a GPU name"):
+        flags.parse_cc("9")
+    with pytest.raises(UsageError, match="--assume_cc=nine: unknown GPU; known: "):
+        flags.parse_cc("nine")  # a word is a GPU name (core/gpu_specs.py)
 
 
 def test_cache_flags_default_to_the_user_cache_and_no_cache_turns_it_off(tmp_path, monkeypatch):

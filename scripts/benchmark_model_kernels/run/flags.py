@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from ..cases.attention import DEFAULT_KV_LENS, VLLM_BLOCK_SIZE, AttentionSweep, check_sweep
@@ -20,6 +21,7 @@ from ..cases.capabilities import HAND, load_capabilities
 from ..core.case_schema import DTYPES, KV_DTYPES, MODES
 from ..core.errors import UsageError
 from ..core.files import path_arg
+from ..core.gpu_specs import gpu_spec, known_names, looks_like_cc
 from ..core.results_schema import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
 from ..env.versions import flashinfer_wheel
 from . import devices
@@ -139,10 +141,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "--dry_run", action="store_true",
         help="Write testlist.txt and cases.json and print the case summary; run nothing, no GPU.")
     g.add_argument(
-        "--assume_cc", metavar="MAJOR.MINOR", default=None,
-        help="With --dry_run on a machine without that GPU: mark cases unsupported as on a GPU of "
-        "this compute capability, e.g. --assume_cc 9.0 (H100/H200) or --assume_cc 10.0 (B200). "
-        "With --print_only the preview also counts, per recipe, the cells that GPU can run.")
+        "--assume_cc", metavar="GPU|MAJOR.MINOR", default=None,
+        help="With --dry_run on a machine without that GPU: mark cases unsupported as on that GPU, "
+        "e.g. --assume_cc h200 (compute capability 9.0 and its memory, for the memory table and the "
+        "cells that do not fit) or --assume_cc 10.0 (compute capability only). Names: "
+        f"{known_names()}. With --print_only the preview also counts, per recipe, the cells that GPU "
+        "can run.")
     g.add_argument(
         "--resume", action="store_true",
         help="Continue in an existing --workdir: keep its ok/unsupported rows, run the missing "
@@ -311,7 +315,7 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
     if gpus is not None:
         devices.parse_gpus(gpus)  # a dry run too: its cases.json must not record a list it cannot run
     gpu = _target_gpu(args) if gpu_here else None
-    gpu_memory = None
+    gpu_memory = assumed_memory_bytes(getattr(args, "assume_cc", None))
     if gpu is not None and not getattr(args, "assume_cc", None):
         from ..env.gpu import nvml_memory_bytes
 
@@ -420,12 +424,21 @@ def detect_gpu() -> Gpu | None:
 
 
 def parse_cc(text: str) -> tuple[int, int]:
-    """'9.0' -> (9, 0); the --assume_cc value."""
+    """'9.0' -> (9, 0), 'h200' -> (9, 0) (core/gpu_specs.py); the --assume_cc value."""
+    if not looks_like_cc(text) and re.search(r"[A-Za-z]", text or ""):
+        return gpu_spec(text, "--assume_cc").compute_capability
     try:
         major, minor = (int(x) for x in text.split("."))
     except ValueError:
-        raise UsageError("--assume_cc", text, "give MAJOR.MINOR, e.g. 9.0 (H200) or 10.0 (B200)") from None
+        raise UsageError("--assume_cc", text, "give MAJOR.MINOR or a GPU name, e.g. 9.0 or h200") from None
     return major, minor
+
+
+def assumed_memory_bytes(text: str | None) -> int | None:
+    """The memory of the GPU --assume_cc names (None for MAJOR.MINOR, which states none)."""
+    if not text or looks_like_cc(text) or not re.search(r"[A-Za-z]", text):
+        return None
+    return int(gpu_spec(text, "--assume_cc").memory_gib * 2**30)
 
 
 __all__ = [
@@ -433,6 +446,7 @@ __all__ = [
     "Gpu",
     "RunRequest",
     "add_run_arguments",
+    "assumed_memory_bytes",
     "check_settings",
     "detect_gpu",
     "modes_of",
