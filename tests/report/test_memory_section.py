@@ -61,7 +61,10 @@ def test_weights_that_do_not_fit_are_a_line_not_a_crash():
     results = _h200_results()
     results["plan"] = plan_model("deepseek-v3", 1).to_dict()  # 1.2 TiB of BF16 weights on one GPU
     text = "\n".join(memory_section(results, [1]))
-    assert "does not fit: weights >" in text
+    est = memory.estimate(plan_model("deepseek-v3", 1), "bf16", "bf16", 150_800_000_000)
+    needs, has = memory.gib(est.weight_bytes + est.reserve_bytes), memory.gib(est.usable_bytes)
+    assert f"| bf16 | bf16 | {memory.gib(est.weight_bytes)} | {memory.gib(est.reserve_bytes)} | does not fit " \
+           f"(needs {needs} GiB, GPU has {has} GiB) | " in text
 
 
 def test_report_carries_the_section():

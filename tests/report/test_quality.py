@@ -30,7 +30,9 @@ def test_a_win_smaller_than_the_spread_is_a_tie():
     v = {x.m: x for x in recipe_totals.summary_verdicts(a, analysis.QUANT)}[8]
     assert v.fastest == "fp8.per_tensor" and v.ties == ("bf16",)
     text = "\n".join(markdown.workdir_section(a, []))
-    assert "tie: **FP8 per-tensor**" in text and "within the p10-p90 spread" in text
+    # a tie is printed as one, nothing of it bold, and each total's speed-up cell is a tie too
+    assert "| **fastest, best measured** | tie (p10-p90 overlap): FP8 per-tensor = BF16 |" in text
+    assert "| FP8 per-tensor (checkpoint scheme) best measured | 19.0, tie (p10-p90 overlap) |" in text
 
 
 def test_a_win_larger_than_the_spread_stays_a_win():

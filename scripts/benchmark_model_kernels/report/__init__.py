@@ -11,9 +11,12 @@ Nothing here measures; it never changes a results.json. One way, module by modul
                dtype) and the attention time of a decode step
   plan_entries.py  plan + rows -> Entry per module (logical shape, padding, MoE tokens per M)
   analysis.py  results dict -> Analysis (entries, cells, roll-ups, crossovers, warnings, labels)
-  recipe_totals.py  Analysis -> the roll-up rows per recipe and basis, and the summary's ranking
+  recipe_totals.py  Analysis -> the roll-up rows per recipe and basis, speed-ups (a tie where the
+               p10-p90 ranges overlap) and the summary's ranking
   roofline_peaks.py  Analysis -> the roofline's ceilings (the run's own peaks, else roofline.PEAKS)
-  memory.py    results dict -> the memory section (one rank's weights and K/V cache) and its fit test
+  memory.py    results dict -> the memory section (one rank's weights and K/V cache) and the one fit
+               decision every total, speed-up and verdict reads ("does not fit (needs X, has Y)")
+  shown_paths.py  paths as report.md shows them: the workdir by its name, no machine's absolute path
   quality.py   Analysis -> the measurement-quality section
   md_text.py   numbers and tables in Markdown
   run_scale.py  Analysis -> a run's GPUs (TP x DP) and the global batch of its per-rank M

@@ -62,8 +62,10 @@ from .cells import (
     vllm_mark,
 )
 from .md_text import fmt_us
+from .memory import FitCheck, NoFit
 from .plan_entries import Entry, entries_of, plan_of
 from .row_facts import CheckpointScheme, DispatchContext, checkpoint_scheme, environment_cc, rows_with_facts
+from .shown_paths import workdir_name
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class Rollup:
     high_us: float = 0.0
     """The same sum over each counted cell's p90: with low_us, the spread of the total (as wide as
     if every module were slow or fast at once)."""
+    no_percentiles: tuple[str, ...] = ()
+    """Counted entries whose row recorded no p10/p90: their median stands for both, so a tie test
+    on this total is by medians for them."""
 
     @property
     def spread(self) -> tuple[float, float]:
@@ -98,6 +103,13 @@ class Rollup:
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    @property
+    def by_medians(self) -> str:
+        """"only" when no counted module recorded p10/p90, "partly" when some did not, else ""."""
+        if not self.no_percentiles:
+            return ""
+        return "only" if len(self.no_percentiles) >= self.n_modules - len(self.missing) else "partly"
 
     @property
     def no_number(self) -> bool:
@@ -116,6 +128,11 @@ def _flag_value(command: Any, flag: str) -> str | None:
         if arg.startswith(flag + "="):
             return arg[len(flag) + 1:]
     return None
+
+
+def _model_name(name: str) -> str:
+    """A model as the report names it: a local checkpoint's absolute directory by its name."""
+    return workdir_name(name) if os.path.isabs(name) else name
 
 
 def _design_words(backend: str) -> str:
@@ -158,6 +175,8 @@ class Analysis:
         self.quantized = [d for d in self.recipes if d != "bf16"]
         # Tables, summary and figures all read the same roll-ups: each is computed once.
         self._rollups: dict[tuple[str, str, int], Rollup] = {}
+        #: The memory section's fit decision (None: results.json records no plan or no GPU memory).
+        self.fit_check = FitCheck.of(results, self.plan)
 
     def _recipe_order(self, present: set[str]) -> list[str]:
         """RECIPES order, the checkpoint's FP8 scheme first among the FP8 ones (it is the FP8
@@ -175,6 +194,11 @@ class Analysis:
         """The recipe's label, "(checkpoint scheme)" added to the FP8 scheme the plan names."""
         label = recipe_label(recipe)
         return f"{label} (checkpoint scheme)" if recipe == self.checkpoint.recipe else label
+
+    def no_fit(self, recipe: str) -> NoFit | None:
+        """Why one rank of this run's GPU cannot hold `recipe`'s weights and reserve (memory.py),
+        None when it can or nothing says (every total, speed-up and verdict reads this)."""
+        return self.fit_check.step(recipe) if self.fit_check is not None else None
 
     # --- cells
     def rows_for(self, entry: Entry, m: int, recipe: str) -> list[Row]:
@@ -268,6 +292,7 @@ class Analysis:
         missing: list[str] = []
         why: list[str] = []
         kept: list[str] = []
+        no_percentiles: list[str] = []
         total = low = high = 0.0
         for e in self.entries:
             by_kind.setdefault(e.module_kind, 0.0)
@@ -284,8 +309,10 @@ class Analysis:
             total += t
             p10, p90 = c.spread or (c.us, c.us)
             low, high = low + p10 * e.layers, high + p90 * e.layers
+            if c.row is None or c.row.p10_us is None or c.row.p90_us is None:
+                no_percentiles.append(e.name)
         return Rollup(recipe, m, total, by_kind, tuple(missing), len(self.entries), tuple(why), tuple(kept),
-                      low, high)
+                      low, high, tuple(no_percentiles))
 
     def crossover(self, entry: Entry, recipe: str, basis: str = QUANT) -> Crossover:
         return crossover([self.reference(entry, m) for m in self.ms],
@@ -294,10 +321,12 @@ class Analysis:
     # --- header facts (every key optional)
     @property
     def model(self) -> str:
+        # A local model's name is the directory it was read from: shown by its name, without the
+        # machine's path (labels reach headings and figure titles alike).
         if self.plan is not None and self.plan.model.name:
-            return str(self.plan.model.name)
+            return _model_name(str(self.plan.model.name))
         cmd = self.results.get("command") or []
-        return str(cmd[1]) if len(cmd) > 1 and not str(cmd[1]).startswith("-") else "unknown"
+        return _model_name(str(cmd[1])) if len(cmd) > 1 and not str(cmd[1]).startswith("-") else "unknown"
 
     @property
     def tp_ep(self) -> tuple[Any, Any]:

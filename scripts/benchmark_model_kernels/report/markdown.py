@@ -11,8 +11,6 @@ computes a number or touches a file.
 
 from __future__ import annotations
 
-import os
-import shlex
 from typing import Sequence
 
 from ..core.results_schema import RESULTS_JSON, derived_run_id
@@ -34,10 +32,11 @@ from .md_module_tables import crossover_lines, missing_cells_lines, module_table
 from .md_rollup import attention_rollup_lines, rollup_lines, rollup_text
 from .md_summary import M_TEXT, summary_lines
 from .md_text import fmt_us, fmt_x, table
-from .memory import fit_test, memory_section
+from .memory import memory_section
 from .quality import quality_lines
 from .recipe_totals import SUMMARY_BASES, SUMMARY_BASIS_WORDS
 from .run_scale import BATCH_ROW_WORDS, EQUAL_M_TEXT, RunScale
+from .shown_paths import recorded_workdirs, shown_command, shown_text, workdir_name
 
 #: The row marks, explained under the module tables and in the summary.
 MARKS_TEXT = (f"`{VLLM_MARKS['same']}`: the winner times the kernel vLLM dispatches by default for "
@@ -78,7 +77,10 @@ def _header_lines(a: Analysis) -> list[str]:
         if gpu.get(k) is not None)
     probe = env.get("timer_probe") if isinstance(env.get("timer_probe"), dict) else {}
     cmd = a.results.get("command")
-    cmd_text = shlex.join(str(c) for c in cmd) if isinstance(cmd, list) and cmd else "unknown"
+    # The machine's own paths (the workdir, caches, checkouts) are shown relative to the workdir
+    # or by their name: a committed report names no one's directories (shown_paths.py).
+    workdirs = recorded_workdirs(a.results, a.path)
+    cmd_text = shown_command(cmd, workdirs) if isinstance(cmd, list) and cmd else "unknown"
     timers = a.timers()
     timer_text = ", ".join(f"{t} ({n} row{'s' if n != 1 else ''})" for t, n in timers.items()) or "no ok rows"
     arch = (model.architecture if model is not None else "") or "unknown"
@@ -101,13 +103,13 @@ def _header_lines(a: Analysis) -> list[str]:
          + ("" if len(a.modes) < 2 else f"; tables and totals read the {a.mode} rows")
          if a.modes else "0"),
         ("Run id", str(a.results.get("run_id") or f"{derived_run_id(a.results)} (written before run ids)")),
-        ("Results", f"`{os.path.join(a.path, RESULTS_JSON) if a.path else RESULTS_JSON}`"),
+        ("Results", f"`{workdir_name(a.path)}/{RESULTS_JSON}`" if a.path else f"`{RESULTS_JSON}`"),
     ]
     copied = sum(bool(r.origin) for r in a.rows)
     if copied:  # a number this run did not measure is never shown as if it had
         facts.append(("Copied from the result cache", f"{copied} of {len(a.rows)} rows: not timed by this "
                       "run; each row's `origin` in results.json names the run and case that measured it"))
-    return table(("", ""), [(k, v) for k, v in facts])
+    return table(("", ""), [(k, v if k == "Command" else shown_text(v, workdirs)) for k, v in facts])
 
 
 def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int = 1) -> list[str]:
@@ -117,7 +119,7 @@ def workdir_section(a: Analysis, figures: Sequence[tuple[str, str]], level: int 
     if a.rows:
         lines += [f"{h}# Summary", ""] + summary_lines(a) + [""]
     lines += _header_lines(a) + [""]
-    warns = a.warnings()
+    warns = [shown_text(w, recorded_workdirs(a.results, a.path)) for w in a.warnings()]
     lines += [f"{h}# Warnings", ""] + ([f"- {w}" for w in warns] if warns else ["None."]) + [""]
     if not a.rows and not a.attention.rows:
         return lines + ["results.json has no rows: nothing was measured.", ""]
@@ -169,7 +171,9 @@ def comparison_section(analyses: Sequence[Analysis], figures: Sequence[tuple[str
         "## Comparison: per-step GEMM + MoE kernel time (us, one rank)", "",
         "Each cell is the per-step roll-up total of one run (see each run's section for the split "
         "and what is left out): its vLLM-default total and its best measured total (+quant where "
-        f"measured). {_ep_comparison_text(analyses)} A run whose GPU differs is named in the label.", "",
+        f"measured). {_ep_comparison_text(analyses)} A run whose GPU differs is named in the label. A "
+        "recipe one GPU of that run cannot hold reads 'does not fit (needs X GiB, GPU has Y GiB)' (the "
+        "run's memory section; its kernel time is in the run's roll-up).", "",
     ]
     gpus = {a.gpu for a in analyses}
     labels = run_labels(analyses)
@@ -194,6 +198,8 @@ def comparison_section(analyses: Sequence[Analysis], figures: Sequence[tuple[str
                 for m in ms:
                     if d not in a.recipes or m not in a.ms:
                         row.append("not measured")
+                    elif (no_fit := a.no_fit(d)) is not None:  # no total one GPU of that run serves
+                        row.append(no_fit.text)
                     else:
                         row.append(rollup_text(a.rollup(d, m, basis), short=True))
                 body.append(row)
@@ -228,7 +234,6 @@ def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[s
         "recipe's weights beside M sequences of that K/V length (the run's memory section). Runs "
         "without attention rows are left out.", "",
     ]
-    fit_by_run = {i: fit_test(a.results, a.plan) for i, a, _ in runs}
     for d in recipes:
         body = []
         for i, a, label in runs:
@@ -242,9 +247,10 @@ def _attention_comparison_lines(analyses: Sequence[Analysis], labels: Sequence[s
                         if d not in a.recipes or m not in a.ms or kv not in a.attention.kv_lens:
                             row.append("not measured")
                             continue
-                        fits = fit_by_run[i]
-                        if fits is not None and not fits(d, COMPARISON_KV_DTYPE, m, kv):
-                            row.append("does not fit")
+                        check = a.fit_check
+                        no_fit = (check.kv(d, COMPARISON_KV_DTYPE, m, kv) or a.no_fit(d)) if check else None
+                        if no_fit is not None:
+                            row.append(no_fit.text)
                             continue
                         gemm_moe = a.rollup(d, m, basis)
                         att = a.attention.total(m, kv, COMPARISON_KV_DTYPE, vllm_basis=basis == VLLM)

@@ -2,8 +2,10 @@
 
 In: an `Analysis` (its roll-ups and the rows `recipe_totals.rollup_variants` lists). Out: Markdown
 lines: the totals per recipe and M with their speed-up over the BF16 baseline, the split by module
-kind and the missing modules; then GEMM + MoE + attention per recipe, M and KV length (KV BF16 and
-FP8), 'does not fit' where one rank cannot hold it. Nothing here computes a number or touches a file.
+kind and the missing modules (a total of a recipe one rank cannot hold marked 'does not fit (needs X
+GiB, GPU has Y GiB)', memory.py's decision, and no speed-up; a speed-up within the p10-p90 ranges a
+tie); then GEMM + MoE + attention per recipe, M and KV length (KV BF16 and FP8), 'does not fit' where
+one rank cannot hold it. Nothing here computes a number or touches a file.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ from __future__ import annotations
 from ..vllm_rules.layers import KEPT_IN_BF16
 from .analysis import BASELINE, MODULE_KINDS, QUANT, VLLM, Analysis, Rollup, recipe_label
 from .md_attention import kv_text
-from .md_text import fmt_us, fmt_x, table
-from .memory import fit_test
-from .recipe_totals import rollup_variants
+from .md_text import NO_FIT_MARK, TIE_TEXT, fmt_us, table, with_speedup
+from .recipe_totals import rollup_variants, speedup_of
 
 #: What the per-step roll-up leaves out; printed under every roll-up.
 ROLLUP_EXCLUDES = (
@@ -49,7 +50,10 @@ def rollup_lines(a: Analysis) -> list[str]:
         "kernel time of ONE forward step on ONE rank at each M. It is NOT end-to-end latency: it "
         f"leaves out {ROLLUP_EXCLUDES}. A total marked incomplete is the partial sum over the "
         "modules that have a number; the missing modules are listed below the tables. Speed-ups "
-        "are against the BF16 baseline total and only shown when both totals are complete. "
+        "are against the BF16 baseline total and only shown when both totals are complete; where "
+        f"the two totals' p10-p90 ranges overlap the cell reads '{TIE_TEXT}' instead. A total of "
+        "a recipe whose weights and reserve one GPU of this run cannot hold reads 'does not fit "
+        "(needs X GiB, GPU has Y GiB)' beside its kernel time (Memory per rank), with no speed-up. "
         f"Under every FP8 scheme and NVFP4 the {', '.join(KEPT_IN_BF16)} GEMMs count with their BF16 "
         "time (the BF16 vLLM default on the vLLM-default lines, the BF16 baseline on the others), "
         "because vLLM keeps them unquantized. **vLLM default** counts per module only the rows "
@@ -59,20 +63,29 @@ def rollup_lines(a: Analysis) -> list[str]:
     ]
     variants = rollup_variants(a)
     dropped = [recipe_label(d) for d in a.recipes if not a.has_number(d)]
+    base_no_fit = a.no_fit(BASELINE) is not None
     body, missing_notes = [], []
     for recipe, basis, title in variants:
         row = [title]
+        no_fit = a.no_fit(recipe)
         for m in a.ms:
             base = a.rollup(BASELINE, m)
             r = a.rollup(recipe, m, basis)
-            sp = base.total_us / r.total_us if (r.complete and base.complete and r.total_us) else None
-            shown = sp is not None and recipe != BASELINE
-            row.append(rollup_text(r) + (f" ({fmt_x(sp)})" if shown else ""))
+            sp = speedup_of(base, r) if recipe != BASELINE and no_fit is None else None
+            if no_fit is not None:  # kernel time one GPU cannot serve: marked, never a plain total
+                row.append(f"{rollup_text(r)}, {no_fit.text}")
+            elif sp is not None:
+                row.append(with_speedup(rollup_text(r), sp.ratio, sp.tie, base_no_fit))
+            else:
+                row.append(rollup_text(r))
             if r.missing and not r.no_number:
                 missing_notes.append(f"- {title}, M={m}: missing {', '.join(r.missing)}")
         body.append(row)
     lines += ["Totals (us per step; in parentheses the speed-up vs the BF16 baseline total):", ""]
     lines += table(["recipe", *[f"M={m}" for m in a.ms]], body)
+    if base_no_fit:
+        lines += ["", f"{NO_FIT_MARK}: over the BF16 baseline total, which does not fit one GPU: a ratio of "
+                  "kernel times, not a gain over a configuration one GPU can run."]
     if dropped:
         lines += ["", f"Not in the roll-up: {', '.join(dropped)} (no module has a number at any M)."]
 
@@ -89,7 +102,7 @@ def rollup_lines(a: Analysis) -> list[str]:
                     cells.append("missing")
                 else:
                     cells.append(fmt_us(r.by_kind.get(k)) + ("*" if n_missing else ""))
-            split.append([str(m), title, *cells])
+            split.append([str(m), title + (" (does not fit)" if a.no_fit(recipe) else ""), *cells])
     lines += ["", "Split by module kind (us per step; `*`: partial, a module of this kind has no number):", ""]
     lines += table(["M", "recipe", *kinds], split)
     if missing_notes:
@@ -117,7 +130,7 @@ def attention_rollup_lines(a: Analysis) -> list[str]:
         f"not in these totals. Still left out: {left_out}.",
         "",
     ]
-    fits = fit_test(a.results, a.plan)
+    check = a.fit_check
     ms = a.ms or sorted({r.m for r in view.rows if r.phase == "decode"})
     variants = rollup_variants(a) if a.rows else [("", QUANT, "attention only")]
     kv_dtypes = view.kv_dtypes
@@ -138,8 +151,9 @@ def attention_rollup_lines(a: Analysis) -> list[str]:
                     if att.missing and len(att.missing) == len(view.types):
                         att_text = "no number"
                     both = gemm_moe is not None and gemm_moe.complete and att.complete
-                    if recipe and fits is not None and not fits(recipe, d, m, kv):
-                        total = "does not fit"
+                    no_fit = (check.kv(recipe, d, m, kv) or a.no_fit(recipe)) if recipe and check is not None else None
+                    if no_fit is not None:
+                        total = no_fit.text
                     elif both and gemm_moe:
                         total = fmt_us(gemm_moe.total_us + att.total_us) + dagger
                     else:

@@ -2,9 +2,10 @@
 
 In: an `Analysis` (its roll-ups and `recipe_totals.py`'s ranking). Out: Markdown lines: each recipe's
 vLLM-default and best-measured totals with their speed-up over the reference total, the fastest
-recipe per M on each basis (ties within the p10-p90 spread), then what the lines mean, the
-checkpoint's FP8 scheme and why a total is incomplete or missing. Nothing here computes a number or
-touches a file.
+recipe per M on each basis (a tie where the p10-p90 ranges overlap; by medians where rows recorded
+no percentiles; bold only for a ranked win), a recipe one rank cannot hold marked "does not fit"
+(memory.py's decision) instead of a number, then what the lines mean, the checkpoint's FP8 scheme and
+why a total is incomplete or missing. Nothing here computes a number or touches a file.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from .analysis import (
     recipe_label,
     recipe_of,
 )
-from .md_text import fmt_us, fmt_x, table
+from .md_text import NO_FIT_MARK, TIE_TEXT, fmt_us, fmt_x, table, with_speedup
 from .recipe_totals import (
     SUMMARY_BASES,
     SUMMARY_BASIS_WORDS,
     Verdict,
     measured_recipes,
+    speedup_of,
     summary_reference,
     summary_verdicts,
 )
@@ -48,32 +50,51 @@ M_TEXT = ("M = tokens of one rank's attention per step; an MoE layer under exper
 
 
 def _verdict_text(a: Analysis, v: Verdict) -> str:
+    """The fastest line's cell. Bold only for a ranked win (at least two totals compared, none
+    within the fastest's p10-p90 range); a line with nothing to compare is plain text."""
+    left_out = [f"{recipe_label(d)} left out: does not fit" for d in v.not_fit]
     if not v.fastest:
-        return "no complete total"
-    ref_recipe, ref_basis, _ = summary_reference(a)
-    is_reference = (v.fastest, v.basis) == (ref_recipe, ref_basis)
-    name = f"**{recipe_label(v.fastest)}**"
-    text = name if is_reference or v.speedup is None else f"{name} ({fmt_x(v.speedup)})"
+        return "no complete total" + (" that fits one GPU (" + "; ".join(left_out) + ")" if left_out else "")
+    ref_recipe, ref_basis, ref_title = summary_reference(a)
+    label = recipe_label(v.fastest)
+    if not v.compared:
+        # Not a result: no other total was complete (or fit), so nothing was compared.
+        return f"{label} (only complete total{' that fits one GPU' if v.not_fit else ''})"
+    notes = []
+    # A tie among the ranked totals that also ties the reference needs no second "tie".
+    if (v.fastest, v.basis) != (ref_recipe, ref_basis) and v.speedup is not None and not (v.ties and v.speedup_tie):
+        mark = NO_FIT_MARK if v.ref_no_fit else ""
+        notes.append(f"{TIE_TEXT} with {ref_title}{mark}" if v.speedup_tie else f"{fmt_x(v.speedup)}{mark}")
     ranked = sum(total is not None for _, total in v.totals)
-    if v.ties:
-        # A win smaller than the p10-p90 spread of the totals is no win.
-        text = f"tie: {text} = {', '.join(recipe_label(d) for d in v.ties)} (within the p10-p90 spread)"
-    if v.not_ranked and ranked == 1:
-        # Not a win: the other recipes' totals are incomplete, so nothing was compared.
-        return f"{text} (only complete total)"
     if v.not_ranked:
-        return f"{text} (of {ranked} complete totals)"
-    return text
+        notes.append(f"of {ranked} complete totals")
+    notes += left_out
+    if v.by_medians:
+        notes.append(MEDIANS_WORDS[v.by_medians])
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    if v.ties:
+        # A win smaller than the p10-p90 spread of the totals is no win: nothing is bold.
+        return f"{TIE_TEXT}: {label} = {', '.join(recipe_label(d) for d in v.ties)}{tail}"
+    return f"**{label}**{tail}"
 
 
-def _summary_total_text(r: Rollup, ref: Rollup, is_reference: bool) -> str:
+#: What a verdict or speed-up says when rows recorded no p10/p90 (Rollup.by_medians).
+MEDIANS_WORDS = {"only": "by medians only: no p10/p90 recorded",
+                 "partly": "partly by medians: some rows recorded no p10/p90"}
+
+
+def _summary_total_text(a: Analysis, recipe: str, r: Rollup, ref: Rollup, is_reference: bool) -> str:
+    no_fit = a.no_fit(recipe)
+    if no_fit is not None:
+        return no_fit.text
     if r.no_number:
         return "no number"
     if not r.complete or r.total_us <= 0:
         return "incomplete"
-    if is_reference or not ref.complete or not r.total_us:
+    sp = None if is_reference else speedup_of(ref, r)
+    if sp is None:
         return fmt_us(r.total_us)
-    return f"{fmt_us(r.total_us)} ({fmt_x(ref.total_us / r.total_us)})"
+    return with_speedup(fmt_us(r.total_us), sp.ratio, sp.tie, a.no_fit(ref.recipe) is not None)
 
 
 def _summary_table(a: Analysis) -> list[str]:
@@ -87,12 +108,49 @@ def _summary_table(a: Analysis) -> list[str]:
     body = []
     for recipe, basis, title in lines_spec:
         is_reference = (recipe, basis) == (ref_recipe, ref_basis)
-        body.append([title, *[_summary_total_text(a.rollup(recipe, m, basis), a.rollup(ref_recipe, m, ref_basis),
-                                                  is_reference) for m in a.ms]])
+        body.append([title, *[_summary_total_text(a, recipe, a.rollup(recipe, m, basis),
+                                                  a.rollup(ref_recipe, m, ref_basis), is_reference) for m in a.ms]])
     for basis in SUMMARY_BASES:
-        body.append([f"**fastest, {SUMMARY_BASIS_WORDS[basis]}**",
-                     *[_verdict_text(a, v) for v in summary_verdicts(a, basis)]])
+        verdicts = summary_verdicts(a, basis)
+        title = f"fastest, {SUMMARY_BASIS_WORDS[basis]}"
+        # A line that compares nothing at any M is no result: its title is not bold either.
+        body.append([f"**{title}**" if any(v.compared for v in verdicts) else title,
+                     *[_verdict_text(a, v) for v in verdicts]])
     return table(["recipe", *[f"M={m}" for m in a.ms]], body)
+
+
+def _fit_lines(a: Analysis) -> list[str]:
+    """The recipes one rank cannot hold, with what they need, and what a speed-up over such a
+    reference is."""
+    lines = []
+    no_fit = [(d, nf) for d in dict.fromkeys([BASELINE, *measured_recipes(a)]) if (nf := a.no_fit(d))]
+    shown = [f"{recipe_label('bf16') if d == BASELINE else recipe_label(d)} {nf.text}" for d, nf in no_fit]
+    if shown:
+        lines.append("- " + "; ".join(dict.fromkeys(shown)) + " on one GPU of this run (Memory per rank): "
+                     "such a total is kernel time no single GPU of this size serves, so it has no number, "
+                     "speed-up or place in a fastest line here (the roll-up below still lists its kernel time).")
+    ref_recipe, _, ref_title = summary_reference(a)
+    if a.no_fit(ref_recipe) is not None:
+        lines.append(f"- {NO_FIT_MARK}: a speed-up over the {ref_title} total, which does not fit one GPU: a "
+                     "ratio of kernel times, not a gain over a configuration one GPU can run.")
+    return lines
+
+
+def _tie_lines(a: Analysis, summary_table: Sequence[str]) -> list[str]:
+    """What a tie is (where the table has one), and which comparisons are by medians because rows
+    recorded no p10/p90."""
+    lines = []
+    if any(TIE_TEXT in line for line in summary_table):
+        lines.append(f"- **{TIE_TEXT}**: the two totals' p10-p90 ranges (the sums of their modules' p10s and "
+                     "p90s) overlap, so the difference is within the run-to-run spread: no gain, no loss.")
+    medians = {r.by_medians for m in a.ms for d in [BASELINE, *measured_recipes(a)]
+               for basis in SUMMARY_BASES if (r := a.rollup(d, m, basis)).complete} - {""}
+    if medians:
+        how = ("by medians only (no row recorded p10/p90)" if medians == {"only"}
+               else "partly by medians (some rows recorded no p10/p90)")
+        lines.append(f"- Speed-ups, ties and fastest lines here are {how}: a module without percentiles "
+                     "has no spread, so its share of a difference reads as a win however small.")
+    return lines
 
 
 def _common_reason(a: Analysis, recipe: str) -> str:
@@ -175,8 +233,11 @@ def summary_lines(a: Analysis) -> list[str]:
     gpu = a.gpu if a.gpu != "unknown" else "an unknown GPU"
     ep = [e for e in a.entries if e.tokens_per_m > 1]
     ep_text = (f" Here the MoE layers run num_tokens = {ep[0].tokens_per_m}M." if ep else "")
+    summary_table = _summary_table(a)
     ref_recipe, _, ref_title = summary_reference(a)
     why_ref = " (the BF16 vLLM-default total is incomplete)" if ref_recipe == BASELINE else ""
+    if a.no_fit(ref_recipe) is not None:
+        why_ref += f", which does not fit one GPU ({NO_FIT_MARK})"
     lines = [
         f"GEMM + fused-MoE kernel time of one forward step on one rank of {gpu}, in us (lower is "
         f"better), and in parentheses the speed-up over the {ref_title} total{why_ref}. Kernel "
@@ -185,8 +246,10 @@ def summary_lines(a: Analysis) -> list[str]:
         + (" The roll-up with attention below adds this run's attention rows per KV length."
            if a.attention.rows else ""),
         "",
-        *_summary_table(a),
+        *summary_table,
         "",
+        *_fit_lines(a),
+        *_tie_lines(a, summary_table),
         *_scheme_lines(a),
         *_definition_lines(a),
     ]

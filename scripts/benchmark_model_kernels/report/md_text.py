@@ -1,4 +1,5 @@
-"""Markdown text pieces every report section uses: numbers and tables."""
+"""Markdown text pieces every report section uses: numbers, speed-ups (a tie where the p10-p90
+ranges overlap) and tables."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ def fmt_x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
+#: A speed-up whose two totals' p10-p90 ranges overlap: by the report's rule no gain (and no loss).
+TIE_TEXT = "tie (p10-p90 overlap)"
+#: Marks a speed-up over a reference total that one rank of the GPU cannot hold.
+NO_FIT_MARK = "‡"
+
+
+def with_speedup(total: str, ratio: float, tie: bool, ref_no_fit: bool = False) -> str:
+    """"20,068 (1.85x)"; "33,647, tie (p10-p90 overlap)" where the ranges overlap (never a gain);
+    NO_FIT_MARK after either when the reference does not fit one rank."""
+    mark = NO_FIT_MARK if ref_no_fit else ""
+    return f"{total}, {TIE_TEXT}{mark}" if tie else f"{total} ({fmt_x(ratio)}{mark})"
+
+
 def md_cell(text: Any) -> str:
     """Text safe inside a Markdown table cell."""
     return str(text).replace("\n", " ").replace("|", "\\|")
@@ -31,4 +45,4 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-__all__ = ["fmt_us", "fmt_x", "md_cell", "table"]
+__all__ = ["NO_FIT_MARK", "TIE_TEXT", "fmt_us", "fmt_x", "md_cell", "table", "with_speedup"]

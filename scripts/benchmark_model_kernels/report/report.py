@@ -25,6 +25,7 @@ from . import figures
 from .analysis import Analysis, run_labels
 from .markdown import comparison_section, workdir_section
 from .plan_entries import plan_of
+from .shown_paths import workdir_name
 
 REPORT_MD = "report.md"
 #: The footer line every report.md of report.py carries: what makes an existing one replaceable.
@@ -143,7 +144,8 @@ def _render(analyses: list[Analysis], out: str) -> str:
         comp_figs = figures.comparison_figures(analyses, labels, out)
         body += [f"# Kernel benchmark comparison: {len(analyses)} runs", ""]
         pairs = zip(analyses, labels, strict=True)
-        body += [f"- #{i} {label}: `{a.path}`" for i, (a, label) in enumerate(pairs, 1)] + [""]
+        # The workdir by its name: its absolute path is this machine's (shown_paths.py).
+        body += [f"- #{i} {label}: `{workdir_name(a.path)}`" for i, (a, label) in enumerate(pairs, 1)] + [""]
         body += comparison_section(analyses, comp_figs)
     for i, (a, label) in enumerate(zip(analyses, labels, strict=True)):
         prefix = f"fig_{i + 1}_{_slug(label)}_" if several else "fig_"
