@@ -135,8 +135,10 @@ def test_incomplete_vllm_default_says_which_kernel_is_not_timed_and_why(run):
     assert ("- **FP8 per-tensor (checkpoint scheme) vLLM default** is incomplete: dense GEMMs (qkv_proj) "
             "run vLLM CUTLASS cutlass_scaled_mm (static per-tensor activations), not timed here: vLLM's own "
             "CUTLASS kernel") in text
-    assert ("MoE layers (experts) at M=8 run vLLM CUTLASS grouped GEMM (CutlassExpertsFp8), not timed here: "
+    assert ("MoE layers (experts) run vLLM CUTLASS grouped GEMM (CutlassExpertsFp8), not timed here: "
             "vLLM's own CUTLASS grouped GEMM") in text
+    # one clause per reason, the closest timed row's number where it has one (not at M=1)
+    assert "closest timed: triton/per_token [fallback] (experts 23.0 us at M=8)" in text
 
 
 def test_a_plan_without_per_tensor_activation_scales_has_no_per_tensor_default():

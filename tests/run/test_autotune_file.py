@@ -10,10 +10,9 @@ from benchmark_model_kernels.run import autotune_file
 from support import ROOT
 
 #: A cache FlashInfer 0.6.17 saved on the H200 (stamped flashinfer_version 0.6.17, gpu NVIDIA H200).
-CACHE_0617 = os.path.join(ROOT, "examples", "h200", "vllm_default", "cache", "autotune_cache.json")
+CACHE_0617 = os.path.join(ROOT, "tests", "fixtures", "autotune", "flashinfer-0.6.17_h200.json")
 #: One FlashInfer 0.6.18.post1 saved there.
-CACHE_0618 = os.path.join(ROOT, "examples", "h200", "flashinfer_versions", "v0.6.18", "llama-3.1-8b_tp1",
-                          "autotune_cache.json")
+CACHE_0618 = os.path.join(ROOT, "tests", "fixtures", "autotune", "flashinfer-0.6.18.post1_h200.json")
 
 
 def test_a_cache_of_another_flashinfer_version_is_stale():

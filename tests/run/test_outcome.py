@@ -232,7 +232,7 @@ def test_only_the_untuned_retry_decides_the_outcome():
 # ------------------------------------------------- a missing compiler or package is a set-up problem
 CUTILE_SETUP = ("set-up: cutile needs the tileiras compiler (pip install cuda-tile[tileiras], or "
                 "CUDA Toolkit 13.1+ on PATH)")
-#: The cutile probe as the driver printed it on the H200 (examples/h200/qwen3-30b-a3b_tp1/driver.log).
+#: The cutile probe as the driver printed it on the H200 (examples/h200/qwen3-30b-a3b_tp1/driver.log of commit 22bfafb).
 H200_CUTILE_LOG = (
     "[INFO] FlashInfer version: 0.6.17\n"
     "[INFO] cutile backend does not support this configuration: ValueError: No valid config found "

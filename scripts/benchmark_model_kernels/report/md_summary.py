@@ -10,6 +10,7 @@ why a total is incomplete or missing. Nothing here computes a number or touches 
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from ..vllm_rules.dispatch import VLLM_VERSION
@@ -182,13 +183,49 @@ def _vllm_gap_lines(a: Analysis) -> list[str]:
                 gaps.setdefault(why, {}).setdefault(name, set()).add(m)
         if not gaps:
             continue
-        parts = []
+        # One clause per reason: the closest-timed number differs per module and M, so it is
+        # gathered into one range per module instead of repeating the reason for each cell.
+        merged: dict[str, dict[str, set[int]]] = {}
+        closest: dict[str, dict[str, dict[str, list[tuple[float, set[int]]]]]] = {}
         for why, names in gaps.items():
+            base, label, us = _split_closest(why)
+            for name, at_m in names.items():
+                merged.setdefault(base, {}).setdefault(name, set()).update(at_m)
+                if label is not None and us is not None:
+                    closest.setdefault(base, {}).setdefault(label, {}).setdefault(name, []).append((us, at_m))
+        parts = []
+        for base, names in merged.items():
             at = sorted(set().union(*names.values()))
             where = "" if at == a.ms else f" at M={','.join(map(str, at))}"
-            parts.append(f"{_gap_subject(a, list(names))}{where} {why}")
+            parts.append(f"{_gap_subject(a, list(names))}{where} {base}{_closest_words(closest.get(base, {}), at)}")
         out.append(f"- **{a.recipe_title(d)} vLLM default** is incomplete: " + "; ".join(parts) + ".")
     return out
+
+
+_CLOSEST = re.compile(r"^(?P<base>.*); closest timed: (?P<label>\S+) (?P<us>[\d,.]+) us(?P<mark>.*)$")
+
+
+def _split_closest(why: str) -> tuple[str, str | None, float | None]:
+    """(reason, "backend [mark]", us) of a gap reason ending in Analysis.closest_timed's words."""
+    m = _CLOSEST.match(why)
+    if m is None:
+        return why, None, None
+    return m["base"], f"{m['label']}{m['mark']}", float(m["us"].replace(",", ""))
+
+
+def _closest_words(by_label: dict[str, dict[str, list[tuple[float, set[int]]]]], at: list[int]) -> str:
+    """"; closest timed: torch/per_tensor [stand-in] (qkv_proj 5.97-8.82 us, o_proj 5.14 us at M=8)":
+    per module the range of the closest timed row's medians, and its M where not every M of the gap."""
+    out = []
+    for label, per_name in by_label.items():
+        spans = []
+        for name, values in per_name.items():
+            lo, hi = min(us for us, _ in values), max(us for us, _ in values)
+            ms = sorted(set().union(*(m for _, m in values)))
+            span = f"{name} {fmt_us(lo)} us" if lo == hi else f"{name} {fmt_us(lo)}-{fmt_us(hi)} us"
+            spans.append(span if ms == at else f"{span} at M={','.join(map(str, ms))}")
+        out.append(f"; closest timed: {label} ({', '.join(spans)})")
+    return "".join(out)
 
 
 def _definition_lines(a: Analysis) -> list[str]:
