@@ -583,7 +583,8 @@ def _hostile_workdirs(t) -> dict[str, str]:
         with open(os.path.join(folder, "results.json"), "w") as f:
             json.dump(payload, f)
         out[f"{{res:{name}}}"] = folder
-    os.symlink(os.path.join(ROOT, "tests", "fixtures", "autotune", "flashinfer-0.6.17_h200.json"), t / "fi_cache_link.json")
+    os.symlink(os.path.join(ROOT, "tests", "fixtures", "autotune", "flashinfer-0.6.17_h200.json"),
+               t / "fi_cache_link.json")
     out["{ln:fi_cache}"] = str(t / "fi_cache_link.json")
     return out
 
