@@ -7,12 +7,12 @@ import os
 
 from helpers_report import gemm_row, results_of
 
+from benchmark_model_kernels.core.shown_paths import shown_command, shown_text
 from benchmark_model_kernels.plan.planner import plan_model
 from benchmark_model_kernels.report import markdown
 from benchmark_model_kernels.report.analysis import Analysis
 from benchmark_model_kernels.report.memory import KV_NOT_RECORDED, memory_section
 from benchmark_model_kernels.report.report import write_report
-from benchmark_model_kernels.report.shown_paths import shown_command, shown_text
 
 
 def _old_results() -> dict:

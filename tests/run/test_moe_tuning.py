@@ -121,6 +121,17 @@ def test_tune_key_times_tuned_shipped_and_default_once_each():
     assert calls == [best, default]
 
 
+def test_tune_key_keeps_vllms_own_tiles_where_the_final_timing_puts_them_ahead():
+    best = tiles(16, 128, 128, 1, 4, 3)
+    bench = Bowl(best)
+    default = default_config(4, 16, 768, 2048, 8, "fp8_w8a8", (128, 128))
+    # the search's pick times slower than vLLM's default in the final timing (short search timings)
+    bench.time = lambda c: (5.0 if c == default else bench.us(c), "cupti")
+    timing, found = mt.tune_key(mt.KeyRequest(BLOCK, default, None), bench)
+    assert found == default and timing.tuned.config == default and timing.tuned.median_us == 5.0
+    assert timing.default.median_us == 5.0 and timing.check == "passed"
+
+
 def test_tune_key_with_cached_tiles_does_not_search_and_shares_a_timing():
     bench = Bowl(tiles(16, 128, 128, 1, 4, 3))
     default = default_config(16, 16, 768, 2048, 8, "fp8_w8a8", (128, 128))

@@ -79,3 +79,32 @@ def test_vllm_loads_every_written_file_and_gets_the_tuned_tiles_at_every_key(tmp
             tiles = fused_moe.try_get_optimal_moe_config((e, 2 * n, hidden), (e, hidden, n), top_k, dtype, m, block)
             assert tiles == optimum(nearest_key(list(TUNER_BATCH_SIZES), m)), (name, m)
     assert os.path.isfile(folder / "tune_moe.md")
+
+
+#: The files the H200 run wrote (examples/h200/tuned_moe_configs/), as committed.
+H200_FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "examples", "h200", "tuned_moe_configs")
+
+
+def test_vllm_loads_the_committed_h200_files_and_gets_their_tiles_at_every_key(monkeypatch, vllm_on_h200):
+    names = vllm_files(H200_FOLDER)
+    assert len(names) == 7  # Qwen3-30B-A3B TP=1 and TP=1 EP=8 x 3 schemes, DeepSeek-V3 TP=8 EP=8 block-128
+    monkeypatch.setenv("VLLM_TUNED_CONFIG_FOLDER", H200_FOLDER)
+    with open(os.path.join(H200_FOLDER, "tune_moe.json")) as f:
+        record = json.load(f)
+    fused_moe = vllm_on_h200
+    for name in names:
+        with open(os.path.join(H200_FOLDER, name)) as f:
+            written = {int(k): v for k, v in json.load(f).items() if k.isdigit()}
+        e, n, dtype, block_n, block_k = NAME.match(name).groups()
+        e, n = int(e), int(n)
+        block = [int(block_n), int(block_k)] if block_n else None
+        assert fused_moe.get_config_file_name(e, n, dtype, block) == name
+        fused_moe.get_moe_configs.cache_clear()
+        assert fused_moe.get_moe_configs(e, n, dtype, block[0] if block else None,
+                                         block[1] if block else None) == written, name
+        hidden = int(re.search(r"H=(\d+)", record["files"][name]["shape"]).group(1))
+        top_k = int(re.search(r"top_k=(\d+)", record["files"][name]["shape"]).group(1))
+        for m in sorted({*written, 3, 20, 100, 700, 5000}):
+            tiles = fused_moe.try_get_optimal_moe_config((e, 2 * n, hidden), (e, hidden, n), top_k, dtype, m, block)
+            assert tiles == written[nearest_key(sorted(written), m)], (name, m)

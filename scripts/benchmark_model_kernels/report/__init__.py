@@ -16,7 +16,6 @@ Nothing here measures; it never changes a results.json. One way, module by modul
   roofline_peaks.py  Analysis -> the roofline's ceilings (the run's own peaks, else roofline.PEAKS)
   memory.py    results dict -> the memory section (one rank's weights and K/V cache) and the one fit
                decision every total, speed-up and verdict reads ("does not fit (needs X, has Y)")
-  shown_paths.py  paths as report.md shows them: the workdir by its name, no machine's absolute path
   quality.py   Analysis -> the measurement-quality section
   md_text.py   numbers and tables in Markdown
   run_scale.py  Analysis -> a run's GPUs (TP x DP) and the global batch of its per-rank M

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from ..cases.backends import TRITON
 from ..core.plan_schema import Plan
 from ..core.results_schema import Row
+from ..core.shown_paths import workdir_name
 from ..core.version import __version__
 from ..doctor.environment import version_warnings
 from ..vllm_rules.dispatch import VllmDefault, gpu_family, table_row
@@ -65,7 +66,6 @@ from .md_text import fmt_us
 from .memory import FitCheck, NoFit
 from .plan_entries import Entry, entries_of, plan_of
 from .row_facts import CheckpointScheme, DispatchContext, checkpoint_scheme, environment_cc, rows_with_facts
-from .shown_paths import workdir_name
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..core.results_schema import RESULTS_JSON, derived_run_id
+from ..core.shown_paths import recorded_workdirs, shown_command, shown_text, workdir_name
 from .analysis import (
     MODULE_KIND_TABLE,
     MOE,
@@ -36,7 +37,6 @@ from .memory import memory_section
 from .quality import quality_lines
 from .recipe_totals import SUMMARY_BASES, SUMMARY_BASIS_WORDS
 from .run_scale import BATCH_ROW_WORDS, EQUAL_M_TEXT, RunScale
-from .shown_paths import recorded_workdirs, shown_command, shown_text, workdir_name
 
 #: The row marks, explained under the module tables and in the summary.
 MARKS_TEXT = (f"`{VLLM_MARKS['same']}`: the winner times the kernel vLLM dispatches by default for "
@@ -78,7 +78,7 @@ def _header_lines(a: Analysis) -> list[str]:
     probe = env.get("timer_probe") if isinstance(env.get("timer_probe"), dict) else {}
     cmd = a.results.get("command")
     # The machine's own paths (the workdir, caches, checkouts) are shown relative to the workdir
-    # or by their name: a committed report names no one's directories (shown_paths.py).
+    # or by their name: a committed report names no one's directories (core/shown_paths.py).
     workdirs = recorded_workdirs(a.results, a.path)
     cmd_text = shown_command(cmd, workdirs) if isinstance(cmd, list) and cmd else "unknown"
     timers = a.timers()

@@ -20,12 +20,12 @@ from typing import Any, Sequence
 from ..core.errors import OneLineArgumentParser, UsageError, cli_main
 from ..core.files import check_distinct_paths, is_disk_full, path_arg, write_text_atomic
 from ..core.results_schema import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, validate_results
+from ..core.shown_paths import workdir_name
 from ..run.workdir import is_tool_workdir
 from . import figures
 from .analysis import Analysis, run_labels
 from .markdown import comparison_section, workdir_section
 from .plan_entries import plan_of
-from .shown_paths import workdir_name
 
 REPORT_MD = "report.md"
 #: The footer line every report.md of report.py carries: what makes an existing one replaceable.
@@ -144,7 +144,7 @@ def _render(analyses: list[Analysis], out: str) -> str:
         comp_figs = figures.comparison_figures(analyses, labels, out)
         body += [f"# Kernel benchmark comparison: {len(analyses)} runs", ""]
         pairs = zip(analyses, labels, strict=True)
-        # The workdir by its name: its absolute path is this machine's (shown_paths.py).
+        # The workdir by its name: its absolute path is this machine's (core/shown_paths.py).
         body += [f"- #{i} {label}: `{workdir_name(a.path)}`" for i, (a, label) in enumerate(pairs, 1)] + [""]
         body += comparison_section(analyses, comp_figs)
     for i, (a, label) in enumerate(zip(analyses, labels, strict=True)):

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from ..core.errors import UsageError
 from ..core.files import write_json_atomic, write_text_atomic
+from ..core.shown_paths import shown_text
 
 RECORD = "tune_moe.json"
 TABLE_MD = "tune_moe.md"
@@ -253,7 +254,9 @@ def table_markdown(by_file: dict[str, list[KeyRow]], record: dict[str, Any]) -> 
     if record.get("runs"):
         lines += ["## Commands", ""]
         for run in record["runs"]:
-            lines.append(f"- `{run.get('command', '')}` ({run.get('started', '')}, {run.get('gpu', '')}, "
+            # A committed table names no one's directories (tune_moe.json keeps the command as run).
+            command = shown_text(str(run.get("command", "")), code=True)
+            lines.append(f"- `{command}` ({run.get('started', '')}, {run.get('gpu', '')}, "
                          f"triton {run.get('triton', '')}, shipped files: {run.get('shipped_from', '')})")
         lines.append("")
     return "\n".join(lines)
