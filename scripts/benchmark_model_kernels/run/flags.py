@@ -78,9 +78,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "with --dry_run or when every --backends is torch.")
     g.add_argument(
         "--no_driver", action="store_true",
-        help="Run without a FlashInfer checkout, for a wheel whose driver source you cannot get "
-        "(the 0.7.x wheels ship no benchmarks/): e.g. --no_driver times the torch and triton rows "
-        "and writes every driver row failed with the driver it needs and where to get it.")
+        help="Run without a FlashInfer checkout, when you cannot get one: no flashinfer-python wheel "
+        "ships benchmarks/, so the driver comes only from a git clone of the wheel's tag (a machine "
+        "without GitHub cannot make one). --no_driver times the torch and triton rows and writes "
+        "every driver row failed with the driver it needs and the clone that fetches it.")
     g.add_argument(
         "--workdir", metavar="DIR", type=path_arg("--workdir"),
         help="Output directory, e.g. --workdir runs/llama8b-tp1 or --workdir ~/runs/x. Created if "
