@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
+from ..core.gpu_specs import GPU_SPECS
 from ..core.plan_schema import Plan
 from ..plan import memory, plan_cache, planner
 from ..vllm_rules.layout import Layout
@@ -51,15 +52,14 @@ class GpuKind:
         return f"{self.compute_capability[0]}.{self.compute_capability[1]}"
 
 
-_MIB = 2**20
-#: The GPU kinds `--gpus` knows: the SXM parts of HGX boards, memory as nvidia-smi reports it.
+#: The communication model's system of each GPU kind `--gpus` knows (the SXM parts of HGX boards);
+#: compute capability and memory (as nvidia-smi reports it) are core/gpu_specs.py's, the one table
+#: of GPU names that `--assume_cc h200` reads too.
+_COMM_SYSTEMS = {"H100": "h100_nvlink", "H200": "h200_nvlink", "B200": "b200_nvlink"}
 GPU_KINDS: dict[str, GpuKind] = {
-    "H100": GpuKind("H100", 81559 * _MIB, "NVIDIA H100 80GB HBM3: nvidia-smi memory.total 81559 MiB",
-                    (9, 0), "h100_nvlink"),
-    "H200": GpuKind("H200", 143771 * _MIB, "NVIDIA H200: nvidia-smi memory.total 143771 MiB "
-                    "(tests/fixtures/driver/nvidia-smi.txt)", (9, 0), "h200_nvlink"),
-    "B200": GpuKind("B200", 183359 * _MIB, "NVIDIA B200: nvidia-smi memory.total 183359 MiB",
-                    (10, 0), "b200_nvlink"),
+    name: GpuKind(name, round(GPU_SPECS[name.lower()].memory_gib * 2**30), GPU_SPECS[name.lower()].source,
+                  GPU_SPECS[name.lower()].compute_capability, system)
+    for name, system in _COMM_SYSTEMS.items()
 }
 
 
