@@ -666,6 +666,25 @@ def test_router_gate_and_lm_head_are_built_in_bf16_only():
     assert dtypes["router"] == dtypes["shared_expert_gate"] == dtypes["lm_head"] == {"bf16"}
 
 
+def test_qwen3_moe_router_gets_fp8_per_tensor_cases_on_vllms_online_fp8_path():
+    # vLLM's online fp8_per_tensor quantizes Qwen3-MoE's GateLinear (built with the quant config);
+    # the other FP8 schemes stand for checkpoints and keep it BF16, as does NVFP4.
+    plan = plan_from_shapes([(4096, 4096, "o_proj"), (128, 4096, "router")])
+    qwen = replace(plan, model=replace(plan.model, architecture="Qwen3MoeForCausalLM",
+                                       fp8_activation_scales="dynamic"))
+    router = [c for c in build_cases(qwen, [8], compute_capability=(9, 0)) if c.name == "router"]
+    assert {(c.dtype, c.scheme) for c in router} == {("bf16", ""), ("fp8", "per_tensor")}
+    fp8 = [c for c in router if c.dtype == "fp8"]
+    assert fp8 and all(c.vllm_default == "" for c in fp8)
+    # the same rule as the dense FP8 layers: vLLM's CUTLASS kernel is not timed, torch._scaled_mm
+    # stands in for it (vllm_rules/dispatch.py)
+    assert {c.timed_as for c in fp8 if c.routine == "torch._scaled_mm"} == {"stand_in"}
+    static = replace(qwen, model=replace(qwen.model, fp8_activation_scales="static"))
+    assert {c.dtype for c in build_cases(static, [8]) if c.name == "router"} == {"bf16"}
+    deepseek = replace(qwen, model=replace(qwen.model, architecture="DeepseekV3ForCausalLM"))
+    assert {c.dtype for c in build_cases(deepseek, [8]) if c.name == "router"} == {"bf16"}
+
+
 def test_gemm_m_divisor_runs_ceil_m_over_divisor():
     # shared experts under sequence-parallel MoE: ceil(M/TP) rows; old plans (no field) run M
     shared = GemmEntry(name="shared_expert.gate_up_proj", modules=("model.layers.*.mlp.shared_experts.gate_proj",),

@@ -144,3 +144,17 @@ def test_weights_over_the_gpu_and_bad_arguments():
         memory.estimate(p, "bf16", "fp4", 80 * GiB)
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         memory.estimate(p, "bf16", "bf16", 80 * GiB, gpu_memory_utilization=1.5)
+
+
+def test_qwen3_moe_router_is_stored_fp8_under_online_per_tensor():
+    # vLLM's online fp8_per_tensor quantizes Qwen3-MoE's router (vllm_rules/layers.py
+    # QUANTIZED_ROUTERS): 128 x 2048 x 48 layers at 1 byte + one FP32 scale per layer, not 2 bytes.
+    p = plan_of("qwen3-30b-a3b", 1)
+    router = next(g for g in p.gemms if g.name == "router")
+    assert (router.n, router.k, router.layers) == (128, 2048, 48)
+    bf16_gemms = memory.weight_bytes(p, "bf16").gemms
+    fp8_gemms = memory.weight_bytes(p, "fp8").gemms
+    others = [g for g in p.gemms if g.name not in ("router", "lm_head")]
+    head = next(g for g in p.gemms if g.name == "lm_head")
+    expected = sum(g.layers * (g.n * g.k + 4) for g in others) + 48 * (128 * 2048 + 4) + 2 * head.n * head.k
+    assert fp8_gemms == expected and bf16_gemms - fp8_gemms > 48 * 128 * 2048

@@ -245,3 +245,24 @@ def test_baseline_roll_up_keeps_the_torch_rows(run):
     # the composite for MoE: M=1 qkv 10*2 + router 2*2 + experts 90*2 = 204
     assert run.rollup(BASELINE, 1).total_us == pytest.approx(204.0)
     assert "| BF16 baseline (torch where it ran) | 204 |" in "\n".join(markdown.workdir_section(run, []))
+
+
+def test_qwen3_moe_router_counts_its_fp8_rows_under_online_per_tensor_only():
+    # vLLM's online fp8_per_tensor quantizes Qwen3-MoE's router (vllm_rules/layers.py
+    # QUANTIZED_ROUTERS): its FP8 rows count there; the per-token recipe (a checkpoint) keeps it BF16.
+    qwen = dict(STATIC, architecture="Qwen3MoeForCausalLM", fp8_activation_scales="dynamic")
+    rows = [r for r in _rows() if r["m"] == 1]
+    rows += [gemm_row("router", 1, "fp8", "torch", "torch._scaled_mm", 1.0 + q, "per_tensor", with_quant=q)
+             for q in (False, True)]
+    a = Analysis(results_of(rows, model=qwen), "hand-made")
+    per_tensor, per_token = a.rollup("fp8.per_tensor", 1), a.rollup("fp8.per_token", 1)
+    # per-tensor +quant M=1: qkv 7*2 + router (FP8 +quant) 2*2 + experts 21*2 = 60, router not kept
+    assert per_tensor.kept == () and per_tensor.by_kind[ROUTER] == pytest.approx(4.0)
+    assert per_token.kept == ("router",)
+    assert a.kept_text() == ("Quantized totals count router at its BF16 time under FP8 per-token (vLLM "
+                             "quantizes it under FP8 per-tensor, where its quantized rows count): vLLM "
+                             "keeps them unquantized.")
+    # the same rows under a model class that builds its router unquantized: kept under both
+    deepseek = Analysis(results_of(rows, model=dict(qwen, architecture="DeepseekV3ForCausalLM")), "x")
+    assert deepseek.rollup("fp8.per_tensor", 1).kept == ("router",)
+    assert deepseek.kept_text().startswith("Quantized totals count router at their BF16 time under every recipe")

@@ -205,13 +205,14 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
         if spec.quant:
             cases.append(_replace(case, case_id=case.case_id + ".q", with_quant=True))
 
+    scales, arch = plan.model.fp8_activation_scales, plan.model.architecture
     for entry in plan.gemms:
         for m in ms:
             for dtype in dtypes:
-                if dtype != "bf16" and kept_in_bf16(entry.name):
-                    continue
                 for spec in bk.specs_for("gemm", dtype, caps):
                     if wanted is not None and spec.backend not in wanted:
+                        continue
+                    if dtype != "bf16" and kept_in_bf16(entry.name, dtype, spec.scheme, scales, arch):
                         continue
                     case_id = _case_id("gemm", entry.name, m, dtype, spec.backend, spec.variant)
                     logical = GemmShape(-(-m // entry.m_divisor), entry.n, entry.k)

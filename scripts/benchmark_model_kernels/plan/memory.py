@@ -8,8 +8,9 @@ sources and worked examples. In: a `Plan` (per-rank GEMMs, experts, attention en
 
 What is counted, per rank:
   - GEMM weights (each entry's N x K x layers) and routed experts (the experts on this rank), in the
-    recipe's storage with its scale tensors; what vLLM keeps in BF16 whatever the recipe
-    (`vllm_rules.layers.kept_in_bf16`: router, shared-expert gate, lm_head) in BF16; biases BF16.
+    recipe's storage with its scale tensors; what vLLM keeps in BF16 under the recipe
+    (`vllm_rules.layers.kept_in_bf16`: router, shared-expert gate, lm_head; Qwen3-MoE's router is
+    FP8 under online per-tensor FP8) in BF16; biases BF16.
   - The input embedding: round_up(vocab, 64) / TP rows of hidden_size, BF16, unless the lm_head is
     tied to it (then the lm_head GEMM entry is that one tensor).
   - MLA's absorbed W_UK / W_UV: a BF16 copy of kv_b_proj per MLA layer.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..core.plan_schema import AttentionEntry, GemmEntry, MoeEntry, Plan
+from ..core.plan_schema import AttentionEntry, GemmEntry, ModelInfo, MoeEntry, Plan
 from ..vllm_rules.layers import kept_in_bf16
 from ..vllm_rules.sharding import pad_vocab
 
@@ -110,8 +111,10 @@ class WeightBytes:
         return self.gemms + self.experts + self.embedding + self.mla_absorbed
 
 
-def _gemm_bytes(g: GemmEntry, recipe: str, fp8_scheme: str) -> int:
-    stored = "bf16" if kept_in_bf16(g.name) else recipe
+def _gemm_bytes(g: GemmEntry, recipe: str, fp8_scheme: str, model: ModelInfo) -> int:
+    kept = recipe != "bf16" and kept_in_bf16(g.name, recipe, fp8_scheme if recipe == "fp8" else "",
+                                             model.fp8_activation_scales, model.architecture)
+    stored = "bf16" if kept else recipe
     bias = 2 * g.n if g.bias else 0
     return g.layers * (matrix_bytes(g.n, g.k, stored, fp8_scheme) + bias)
 
@@ -145,7 +148,7 @@ def weight_bytes(plan: Plan, recipe: str) -> WeightBytes:
     Fp8Config.get_quant_method). A tied lm_head is the embedding's tensor
     (vllm/model_executor/models/llama.py: LlamaForCausalLM.__init__, lm_head.tie_weights)."""
     scheme = fp8_scheme_of(plan)
-    gemms = sum(_gemm_bytes(g, recipe, scheme) for g in plan.gemms)
+    gemms = sum(_gemm_bytes(g, recipe, scheme, plan.model) for g in plan.gemms)
     experts = sum(_expert_bytes(m, recipe, scheme) for m in plan.moe)
     has_head = any(g.name == "lm_head" for g in plan.gemms)
     tied = bool(plan.model.tie_word_embeddings) and has_head

@@ -256,7 +256,7 @@ def _moe_siblings(ctx: Context, scan: LayerScan, parent: str, num_experts: int) 
                 dims = (int(w.shape[0]), int(w.shape[1]), getattr(others[rel], "bias", None) is not None)
             if dims is not None and dims[0] == num_experts and rel not in consumed:
                 consumed.add(rel)
-                # N = E (global), K = H, replicated and BF16 (sharding.ROLE_KIND, layers.KEPT_IN_BF16)
+                # N = E (global), K = H, replicated; BF16 but where layers.router_in_fp8 (sharding.ROLE_KIND)
                 start = len(scan.out.items)
                 emit(ctx, scan.out, "router", [scan.full(rel)], dims)
                 if chunked:

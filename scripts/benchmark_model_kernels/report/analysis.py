@@ -195,6 +195,32 @@ class Analysis:
         label = recipe_label(recipe)
         return f"{label} (checkpoint scheme)" if recipe == self.checkpoint.recipe else label
 
+    def kept_in_bf16(self, name: str, recipe: str) -> bool:
+        """Whether vLLM runs plan entry `name` in BF16 under quantized `recipe` (a report recipe
+        key such as "fp8.per_tensor"; vllm_rules/layers.py kept_in_bf16 with this plan's model class
+        and per-tensor activation scales)."""
+        if recipe == "bf16":
+            return False
+        model = self.plan.model if self.plan is not None else None
+        return kept_in_bf16(name, recipe_dtype(recipe), recipe_scheme(recipe),
+                            model.fp8_activation_scales if model else "", model.architecture if model else "")
+
+    def kept_text(self) -> str:
+        """One sentence: which of this plan's modules count at their BF16 time under which quantized
+        recipes ("" when none does)."""
+        if not self.quantized:
+            return ""
+        kept = {e.name: [d for d in self.quantized if self.kept_in_bf16(e.name, d)] for e in self.entries}
+        everywhere = [n for n, ds in kept.items() if ds and len(ds) == len(self.quantized)]
+        partly = [(n, ds) for n, ds in kept.items() if ds and len(ds) < len(self.quantized)]
+        if not everywhere and not partly:
+            return ""
+        clauses = [f"{', '.join(everywhere)} at their BF16 time under every recipe"] if everywhere else []
+        clauses += [f"{n} at its BF16 time under {', '.join(recipe_label(d) for d in ds)} (vLLM quantizes it "
+                    f"under {', '.join(recipe_label(d) for d in self.quantized if d not in ds)}, where its "
+                    "quantized rows count)" for n, ds in partly]
+        return f"Quantized totals count {'; '.join(clauses)}: vLLM keeps them unquantized."
+
     def no_fit(self, recipe: str) -> NoFit | None:
         """Why one rank of this run's GPU cannot hold `recipe`'s weights and reserve (memory.py),
         None when it can or nothing says (every total, speed-up and verdict reads this)."""
@@ -279,10 +305,11 @@ class Analysis:
         """(cell a roll-up counts for `e`, whether it is the BF16 cell of a BF16-kept module)."""
         if recipe == BASELINE:
             return self.baseline(e, m), False
-        # vLLM runs the router, the shared-expert gate and lm_head in BF16 under every recipe
-        # (vllm_rules/layers.py KEPT_IN_BF16), so a quantized step pays their BF16 time: the BF16
-        # default kernel on the vLLM basis, the BF16 baseline otherwise.
-        kept = recipe != "bf16" and kept_in_bf16(e.name)
+        # vLLM runs the router, the shared-expert gate and lm_head in BF16 under the quantized
+        # recipes (vllm_rules/layers.py KEPT_IN_BF16; Qwen3-MoE's router is FP8 on the online
+        # per-tensor path), so a quantized step pays their BF16 time: the BF16 default kernel on the
+        # vLLM basis, the BF16 baseline otherwise.
+        kept = self.kept_in_bf16(e.name, recipe)
         if basis == VLLM:
             return self.cell(e, m, "bf16" if kept else recipe, VLLM), kept
         return (self.baseline(e, m) if kept else self.cell(e, m, recipe, basis)), kept

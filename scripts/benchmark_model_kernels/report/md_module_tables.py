@@ -8,7 +8,6 @@ row without a number grouped by reason. Nothing here computes a number or touche
 
 from __future__ import annotations
 
-from ..vllm_rules.layers import kept_in_bf16
 from .analysis import (
     BASELINE_BACKEND,
     KERNEL,
@@ -116,7 +115,7 @@ def module_tables(a: Analysis) -> list[str]:
                       f"when it is not the {BASELINE_BACKEND} GEMM).", ""]
             body = []
             for e in a.entries:
-                if kept_in_bf16(e.name) and not a.has_rows(e, d):
+                if a.kept_in_bf16(e.name, d) and not a.has_rows(e, d):
                     body.append([_module_cell(e), *[KEPT_TEXT] * len(a.ms)])
                     continue
                 body.append([_module_cell(e), *[_quant_cell_text(a.cell(e, m, d, basis), a.reference(e, m),
@@ -135,7 +134,7 @@ def crossover_lines(a: Analysis) -> list[str]:
         how = "+quant" if basis == QUANT and a.has_quant_rows(d) else "kernel"
         header.append(f"{a.recipe_title(d)} {how} beats BF16 from")
     body = [[f"{e.name} ({_shape_text(e)})",
-             *[KEPT_TEXT if kept_in_bf16(e.name) and not a.has_rows(e, d) else a.crossover(e, d, b).text()
+             *[KEPT_TEXT if a.kept_in_bf16(e.name, d) and not a.has_rows(e, d) else a.crossover(e, d, b).text()
                for d, b in cols]] for e in a.entries]
     return [
         f"Smallest M in the sweep at which the recipe's best time beats the {REFERENCE_TEXT}.",

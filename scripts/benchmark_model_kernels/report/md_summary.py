@@ -14,7 +14,6 @@ import re
 from typing import Sequence
 
 from ..vllm_rules.dispatch import VLLM_VERSION
-from ..vllm_rules.layers import kept_in_bf16
 from .analysis import (
     BASELINE,
     BASELINE_BACKEND,
@@ -290,10 +289,8 @@ def summary_lines(a: Analysis) -> list[str]:
         *_scheme_lines(a),
         *_definition_lines(a),
     ]
-    if any(kept_in_bf16(e.name) for e in a.entries) and a.quantized:
-        kept = ", ".join(e.name for e in a.entries if kept_in_bf16(e.name))
-        lines.append(f"- Quantized totals count {kept} at their BF16 time under every recipe: vLLM "
-                     "keeps them unquantized.")
+    if a.kept_text():
+        lines.append(f"- {a.kept_text()}")
     lines += _vllm_gap_lines(a)
     for d in a.quantized:
         if not a.has_number(d):

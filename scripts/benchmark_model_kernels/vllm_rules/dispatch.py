@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.case_schema import TIMED_LABELS
+from .layers import QUANTIZED_ROUTERS
 from .moe_triton import refined_block_shape
 from .quant_config import FP8_SCHEMES
 
@@ -123,12 +124,9 @@ _TRITON_MOE = ("triton", "triton.fused_moe")
 _TRITON_BLOCK_MM = ("triton", "triton.block_fp8_mm")
 _CUTLASS_MOE = ("cutlass", "cutlass_fused_moe")
 
-_FP8_ROUTER = ("FP8 like the dense layers (vLLM CUTLASS cutlass_scaled_mm): vLLM's online "
-               "fp8_per_tensor quantizes the router (GateLinear), which Qwen3-MoE builds with the "
+_FP8_ROUTER = ("FP8 like the dense layers (vLLM CUTLASS cutlass_scaled_mm, activations per token): vLLM's "
+               "online fp8_per_tensor quantizes the router (GateLinear), which Qwen3-MoE builds with the "
                "quantization config (vllm/model_executor/models/qwen3_moe.py: Qwen3MoeSparseMoeBlock)")
-#: Models whose router vLLM builds with the quantization config (DeepSeek-V3's is built without).
-_QUANTIZED_ROUTER = ("Qwen3MoeForCausalLM",)
-_ROUTER_IN_BF16 = "the router is planned in BF16 (vllm_rules/layers.py KEPT_IN_BF16)"
 _REFINED = "Triton fused_moe (block FP8, blocks refined to fit the shard)"
 _T, _D = "fp8_per_tensor_static", "fp8_per_tensor_dynamic"
 _TOK, _BLK = "fp8_per_token", "fp8_per_block_dynamic"
@@ -173,8 +171,8 @@ VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
                 ep_only=True, refined=True, activation_quant=_BLK),
     VllmDefault("sm90", "moe", "nvfp4", "", "Humming W4A16 MoE", "NvFp4MoeBackend.HUMMING", missing=_HUMMING),
     VllmDefault("sm90", "router", "fp8", "per_tensor", _FP8_ROUTER, "CutlassFP8ScaledMMLinearKernel",
-                missing=_ROUTER_IN_BF16, activation_scales="dynamic", architectures=_QUANTIZED_ROUTER,
-                activation_quant=_TOK),
+                missing=_VLLM_CUTLASS_MM, closest=_TORCH_MM, activation_scales="dynamic",
+                architectures=QUANTIZED_ROUTERS, activation_quant=_TOK),
     # ---- Blackwell (SM 10.x)
     VllmDefault("sm100", "gemm", "bf16", "", "F.linear (cuBLAS)", "default_unquantized_gemm", "torch",
                 "torch.linear", "same"),
@@ -217,8 +215,8 @@ VLLM_DEFAULTS: tuple[VllmDefault, ...] = (
     VllmDefault("sm100", "moe", "nvfp4", "", "FlashInfer TRTLLM NVFP4 MoE", "NvFp4MoeBackend.FLASHINFER_TRTLLM",
                 "trtllm", "trtllm_fp4_block_scale_moe", "same", fallbacks=(_CUTLASS_MOE,)),
     VllmDefault("sm100", "router", "fp8", "per_tensor", _FP8_ROUTER, "CutlassFP8ScaledMMLinearKernel",
-                missing=_ROUTER_IN_BF16, activation_scales="dynamic", architectures=_QUANTIZED_ROUTER,
-                activation_quant=_TOK),
+                missing=_VLLM_CUTLASS_MM, closest=_TORCH_MM, activation_scales="dynamic",
+                architectures=QUANTIZED_ROUTERS, activation_quant=_TOK),
 )
 
 
