@@ -32,13 +32,15 @@ def settings(tmp_path, **kw) -> RunSettings:
 
 
 def run_request(cases, workdir, run_settings, *, repo=FAKE_REPO, gpu=GPU, resume=False, cache_dir=None,
-                devices=None) -> RunRequest:
+                devices=None, jit_warmup=False) -> RunRequest:
     """The checked flags of a run of `cases` (made by hand: their Ms, recipes and backends are the
-    filters) into `workdir`; `devices`: the --gpus, None for one unpinned worker."""
+    filters) into `workdir`; `devices`: the --gpus, None for one unpinned worker. No JIT warm-up
+    unless asked (test_jit_warmup.py tests it): a run's rows must not depend on whether an
+    earlier test warmed a family."""
     return RunRequest(ms=tuple(sorted({c.m for c in cases})), dtypes=tuple(sorted({c.dtype for c in cases})),
                       backends=tuple(sorted({c.backend for c in cases})), workdir=workdir, resume=resume,
                       dry_run=False, gpu=gpu, flashinfer_repo=repo, settings=run_settings, cache_dir=cache_dir,
-                      devices=tuple(devices) if devices else None)
+                      devices=tuple(devices) if devices else None, jit_warmup=jit_warmup)
 
 
 class ResultsWatcher(io.StringIO):

@@ -100,3 +100,15 @@ def test_an_interrupted_run_records_its_timings_up_to_the_signal(tmp_path, monke
     assert rc == 130 and len(results["rows"]) == 1
     assert set(results["timings"]["phases_s"]) == {"environment", "cases"}
     assert results["timings"]["cases_by_job"]["driver"]["rows"] == 1
+
+
+def test_a_phase_inside_another_is_not_counted_twice():
+    clock = phases.PhaseClock(0.0)
+    with clock.phase("cases"):
+        clock.add_inner("jit warm-up", 5.0)
+        with clock.phase("report"):
+            pass
+    d = clock.as_dict()["phases_s"]
+    # the block took ~0 s, of which 5 s are said to be the warm-up's: "cases" keeps the rest
+    assert d["jit warm-up"] == 5.0 and d["cases"] == pytest.approx(-5.0, abs=0.5)
+    assert list(d) == ["start-up", "jit warm-up", "cases", "report"]

@@ -306,7 +306,7 @@ def test_real_driver_end_to_end_on_the_gpu(tmp_path):
 
 
 def test_without_a_driver_the_driver_rows_say_what_is_missing(tmp_path):
-    """--no_driver (a wheel whose release ships no benchmarks/, 0.7.x): no worker is asked to run
+    """--no_driver (no FlashInfer checkout: no PyPI wheel ships benchmarks/): no worker is asked to run
     a driver case; each driver row is failed with the driver it needs and how to get it."""
     workdir = str(tmp_path / "w")
     cases = [gemm_case(4096), gemm_case(4096, backend="cudnn", name="q", with_quant=True)]

@@ -3,8 +3,9 @@
 `flags` turns the run flags into a `RunRequest`; `runner` drives the loop over a workdir
 (`workdir`: its files and lock; `workdir_owner`: whether a folder is the tool's to write into;
 `run_start`: the machine record, results.json header and result cache a run opens;
-`case_execution`: one case to one row, cached or timed by a GPU slot's worker; `gpu_fanout`: the
-cases spread over several GPUs; `results_file`: results.json and the CSV as rows come in;
+`case_execution`: one case to one row, cached or timed by a GPU slot's worker; `jit_warmup`: one
+case per kernel family not yet built on this machine, run side by side before the timed pass;
+`gpu_fanout`: the cases spread over several GPUs; `results_file`: results.json and the CSV as rows come in;
 `phases`: the plan-cases-run steps; `progress`: the ETA line;
 `interrupts` and `lifetime`: signals and the worker's group guard); `pool` keeps `worker`
 processes that run FlashInfer's own benchmark driver in-process (`argv` builds its command line,

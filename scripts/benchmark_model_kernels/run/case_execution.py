@@ -17,9 +17,9 @@ from dataclasses import asdict, replace
 from typing import Any, TextIO
 
 from ..core.case_schema import Case
-from ..core.results_schema import Row
+from ..core.results_schema import Row, RunSettings
 from ..kernels.timing import sum_percentiles
-from . import roofline
+from . import jit_warmup, roofline
 from .argv import case_settings, driver_argv, tuning_buckets
 from .cache import ResultCache
 from .driver_fills import GPU_FILL_MIN_NUMEL
@@ -62,6 +62,8 @@ class CaseExecutor:
         self.case_dir = os.path.join(request.workdir, CASE_DIR)
         self.devices: list[str | None] = list(request.devices or [None])
         self.missing_driver = missing_driver_reason(environment)
+        self.environment = environment
+        self.jit_warmup = request.jit_warmup
         self.cache = cache
         self.progress = progress if progress is not None else sys.stderr
         self.pools: dict[int, WorkerPool] = {}
@@ -93,11 +95,35 @@ class CaseExecutor:
         for pool in list(self.pools.values()):
             pool.kill()
 
+    def start_worker(self, slot: int = 0) -> None:
+        """Start GPU slot `slot`'s worker now (from the thread that runs its cases), so that its
+        start-up overlaps what comes before the first case."""
+        pool = self._pool(slot)
+        if not pool.alive():
+            pool.start()
+
+    def warm_up(self, cases: list[Case]) -> jit_warmup.WarmUp | None:
+        """One small case per kernel family of `cases` not yet built on this machine, run side by
+        side before they are timed (jit_warmup.py); None when it did not run (--no_jit_warmup, a
+        single family, or every family warm)."""
+        if not self.jit_warmup:
+            return None
+        runnable = [c for c in cases if c.job != "driver" or self.flashinfer_repo]
+        if len(jit_warmup.representatives(runnable)) < 2:
+            return None  # one family: the timed pass builds it as fast
+        record = jit_warmup.WarmRecord(jit_warmup.caches_identity(self.environment))
+        return jit_warmup.warm_up(
+            runnable, lambda case, settings: self.worker_request(case, case.job, settings)[0], self.settings,
+            record, flashinfer_repo=self.flashinfer_repo, log_dir=os.path.join(self.case_dir, "jit_warmup"),
+            device=self.devices[0], progress=self.progress)
+
     # -- one case
-    def worker_request(self, case: Case, job: str) -> tuple[dict[str, Any], list[str] | None]:
-        """(the worker's request for `job` of `case`, the driver argv or None)."""
+    def worker_request(self, case: Case, job: str, settings: RunSettings | None = None
+                       ) -> tuple[dict[str, Any], list[str] | None]:
+        """(the worker's request for `job` of `case` under `settings` (the run's by default), the
+        driver argv or None)."""
         stem = os.path.join(self.case_dir, case.case_id + (".quant" if job == "quant" else ""))
-        settings = case_settings(case, self.settings)
+        settings = case_settings(case, settings or self.settings)
         req: dict[str, Any] = {"job": job, "case_id": case.case_id, "log_path": stem + ".log",
                                "csv_path": stem + ".csv", "settings": asdict(settings)}
         argv = None

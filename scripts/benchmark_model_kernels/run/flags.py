@@ -66,6 +66,9 @@ class RunRequest:
     gpu_memory_bytes: int | None = None
     """The visible GPU's memory (NVML); None without one, for an --assume_cc stand-in (whose
     memory nobody stated) or where NVML cannot say."""
+    jit_warmup: bool = True
+    """Run one case per unbuilt kernel family side by side before the timed pass (jit_warmup.py);
+    False: --no_jit_warmup."""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) -> None:
@@ -162,6 +165,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "--no_cache", action="store_true",
         help="Time every case again and leave the result cache alone, e.g. after a driver update "
         "the versions do not show.")
+    g.add_argument(
+        "--no_jit_warmup", action="store_true",
+        help="Build FlashInfer's and Triton's kernels one after another as the timed cases first "
+        "use them. By default a run on a machine whose JIT caches have not built a kernel family "
+        "first runs one small case of each such family side by side in a few processes (times "
+        "thrown away), so the builds overlap; a later run on the same caches skips it.")
     g.add_argument(
         "--gpus", metavar="LIST", default=None,
         help="Spread the cases over these GPUs, one worker pinned to each, e.g. --gpus 0,1,2,3 "
@@ -347,6 +356,7 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         cache_dir=None if getattr(args, "no_cache", False) else (getattr(args, "cache", None) or default_cache_dir()),
         devices=tuple(devices_pinned) if devices_pinned else None,
         gpu_memory_bytes=gpu_memory,
+        jit_warmup=not getattr(args, "no_jit_warmup", False),
     )
 
 

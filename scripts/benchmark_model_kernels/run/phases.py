@@ -10,6 +10,8 @@ Phases, in the order a run passes them:
 - "plan": config to plan on meta tensors.
 - "capabilities": FlashInfer's backend support (a child process, or its cached answer).
 - "environment": the GPU, driver, CUDA, library versions and timer record.
+- "jit warm-up": one case per kernel family run side by side before the timed pass, on a machine
+  whose JIT caches have not built them (jit_warmup.py); inside "cases", which does not count it.
 - "cases": the timing loop, also split by how each row was obtained (`cases_by_job`: "driver",
   "torch", "triton", "quant" time on the GPU worker, "cache" for rows copied from the result
   cache, "decided" for rows known unsupported before launch).
@@ -24,7 +26,7 @@ import os
 import time
 from typing import Any, Iterator
 
-PHASES = ("start-up", "plan", "capabilities", "environment", "cases", "write", "report")
+PHASES = ("start-up", "plan", "capabilities", "environment", "jit warm-up", "cases", "write", "report")
 
 
 def process_age_s() -> float | None:
@@ -49,19 +51,34 @@ class PhaseClock:
         self.by_job: dict[str, float] = {}
         self.count_by_job: dict[str, int] = {}
         self._created = time.monotonic()
+        self._open: list[str] = []
         if startup_s is not None:
             self.seconds["start-up"] = startup_s
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        """Adds the block's seconds to `name`; a phase inside another is not counted twice (its
+        seconds come off the outer one)."""
         started = time.monotonic()
+        outer = self._open[-1] if self._open else None
+        self._open.append(name)
         try:
             yield
         finally:
-            self.add(name, time.monotonic() - started)
+            self._open.pop()
+            spent = time.monotonic() - started
+            self.add(name, spent)
+            if outer is not None:
+                self.add(outer, -spent)
 
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def add_inner(self, name: str, seconds: float) -> None:
+        """`seconds` spent in phase `name` inside the phase now open, which does not count them."""
+        self.add(name, seconds)
+        if self._open:
+            self.add(self._open[-1], -seconds)
 
     def add_job(self, job: str, seconds: float) -> None:
         """One row's time inside "cases", by how it was obtained."""

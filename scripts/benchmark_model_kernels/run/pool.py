@@ -112,11 +112,13 @@ class WorkerPool:
     `device`: the CUDA_VISIBLE_DEVICES value the worker is pinned to (None: the caller's)."""
 
     def __init__(self, flashinfer_repo: str | None, worker_log: str, python: str = sys.executable,
-                 device: str | None = None):
+                 device: str | None = None, extra_env: Mapping[str, str] | None = None):
         self.bench_dir = benchmarks_dir(flashinfer_repo) if flashinfer_repo else ""
         self.worker_log = worker_log
         self.python = python
         self.device = device
+        self.extra_env = dict(extra_env or {})
+        """Variables set for the worker on top of this process's (the JIT warm-up's MAX_JOBS)."""
         self.proc: subprocess.Popen | None = None
         self._answers = -1
         self._lifeline = -1
@@ -135,6 +137,7 @@ class WorkerPool:
         env["PYTHONUNBUFFERED"] = "1"
         if self.device is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.device
+        env.update(self.extra_env)
         return env
 
     def command(self, answer_fd: int, lifeline_fd: int) -> list[str]:

@@ -44,9 +44,9 @@ class EtaEstimator:
     torch/FlashInfer imports and JIT builds (6 s for a 10 us GEMM on the H200), cases skipped as
     unsupported take no time, and a quant-timing case costs far less than a driver case. So: one
     average per job kind ("driver", "torch", "quant"; see `Case.job`) that leaves out the first case
-    of that kind, skipped cases count zero, and no estimate before MIN_TIMED cases have run. On the
-    H200 logs in references/examples/h200 (qwen3-30b-a3b_tp1.txt) this cuts the over-estimate
-    after the third case from about 3x to about 1.6x; it stays an estimate (later JIT builds and
+    of that kind, skipped cases count zero, and no estimate before MIN_TIMED cases have run. On an
+    H200 log of a Qwen3-30B-A3B TP=1 sweep this cut the over-estimate after the third case from
+    about 3x to about 1.6x; it stays an estimate (later JIT builds and
     autotuning are not foreseeable), hence "ETA ~"."""
 
     MIN_TIMED = 3

@@ -137,6 +137,12 @@ class Runner:
                     timed.append(case)
                 else:
                     self.record(case, annotate(row, self.gpu), started)
+            if self.slots == 1 and any(not c.with_quant for c in timed):
+                # The worker's own start-up (imports, CUDA) overlaps the warm-up's builds.
+                self.executor.start_worker(0)
+            warm_started = time.monotonic()
+            if self.executor.warm_up(timed) is not None:
+                phases.clock().add_inner("jit warm-up", time.monotonic() - warm_started)
             if self.slots == 1:
                 for case in timed:
                     started = time.monotonic()

@@ -1,0 +1,259 @@
+"""First-use JIT builds side by side: one small case per kernel family, run in parallel workers
+before the timed pass, so FlashInfer and Triton build each family once, in parallel.
+
+In: the cases a run is about to time, how the executor turns a case into a worker request, the
+run's machine record and GPU pin. Out: kernels built into FlashInfer's and Triton's own caches, a
+`WarmUp` summary (families, workers, seconds) and a record, in the per-user cache folder, of the
+families warmed over these JIT caches, so that a later run on the same caches skips them.
+
+Why: on a fresh machine most of a short run is FlashInfer building each kernel family the first
+time a case uses it, one after another (README step 4 on an H200: 122 of 182 s in 28 driver rows,
+examples/h200/readme_speed/), while each build keeps only a few of the cores busy. A family's build
+depends on the routine, backend, dtypes, head sizes and mode, not on M, N, K or the KV length
+(FlashInfer's JitSpec names: flashinfer/jit/), so one case of each family builds what every case of
+it loads. The warm-up's timings are thrown away and nothing is timed while it runs: the timed pass
+starts after every warm-up worker has ended. FlashInfer locks each build across processes
+(flashinfer/jit/core.py: build_and_load, FileLock), so two workers never build one module twice;
+Triton's cache is per kernel and file-based. Each warm-up worker gets MAX_JOBS (FlashInfer's
+ninja -j, flashinfer/jit/cpp_ext.py) of its share of the cores (at least 4), so the builds side by
+side do not start a compiler per core each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, TextIO
+
+from ..core.case_schema import AttentionShape, Case
+from ..core.files import user_cache_dir, write_text_atomic
+from ..core.results_schema import RunSettings
+from .pool import WorkerPool
+
+#: Jobs whose first use compiles: FlashInfer's driver routines (JIT modules) and this tool's Triton
+#: kernels. torch rows call prebuilt cuBLAS/cuDNN.
+WARMED_JOBS = ("driver", "triton")
+#: At most this many warm-up workers (each holds a CUDA context and runs builds of its own).
+MAX_WORKERS = 8
+#: Seconds the main thread waits for each warm-up thread to reap its killed worker on a stop.
+STOP_WAIT_S = 10.0
+RECORD_FILE = "families.json"
+#: Where FlashInfer and Triton keep what they built (flashinfer/jit/env.py FLASHINFER_CACHE_DIR
+#: under FLASHINFER_WORKSPACE_BASE or the home folder; triton/runtime/cache.py TRITON_CACHE_DIR or
+#: ~/.triton/cache): the record is valid for these folders as they are.
+_FLASHINFER_CACHE = ("FLASHINFER_WORKSPACE_BASE", os.path.join(".cache", "flashinfer"))
+_TRITON_CACHE = ("TRITON_CACHE_DIR", os.path.join(".triton", "cache"))
+
+
+def family_key(case: Case) -> str:
+    """What a case's first-use builds depend on: its job, routine, backend, dtype, scheme,
+    variant, activation and mode, and for attention the head layout (not the batch or KV length)."""
+    parts: list[Any] = [case.job, case.kind, case.routine, case.backend, case.dtype, case.scheme,
+                        case.variant, case.activation, case.gated, case.mode]
+    shape = case.physical
+    if isinstance(shape, AttentionShape):
+        parts += [shape.phase, shape.num_q_heads, shape.num_kv_heads, shape.head_dim_qk, shape.head_dim_vo,
+                  shape.page_size, shape.kv_lora_rank, shape.qk_rope_head_dim, shape.sliding_window > 0,
+                  shape.attention_chunk_size > 0, shape.causal]
+    return json.dumps(parts)
+
+
+def _size(case: Case) -> tuple[int, int]:
+    shape = case.physical
+    return (case.m, shape.kv_len if isinstance(shape, AttentionShape) else 0)
+
+
+def representatives(cases: Iterable[Case]) -> list[Case]:
+    """The smallest case of each kernel family among `cases` that a worker times (no decided or
+    with_quant case), in the order the families first appear."""
+    best: dict[str, Case] = {}
+    for case in cases:
+        if case.job not in WARMED_JOBS or case.with_quant or case.skip_reason:
+            continue
+        key = family_key(case)
+        if key not in best or _size(case) < _size(best[key]):
+            best[key] = case
+    return list(best.values())
+
+
+def warm_settings(settings: RunSettings) -> RunSettings:
+    """The settings a warm-up case runs with: one iteration, no autotuning (the run's autotune
+    cache is not touched), the run's correctness check (its reference may build a module too)."""
+    return dataclasses.replace(settings, num_iters=1, dry_run_iters=1, autotune=False)
+
+
+def _folder_identity(env_var: str, under_home: str) -> str:
+    base = os.environ.get(env_var)
+    path = base if env_var == _TRITON_CACHE[0] and base else os.path.join(base or os.path.expanduser("~"), under_home)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{os.path.realpath(path)}:absent"
+    return f"{os.path.realpath(path)}:{st.st_dev}:{st.st_ino}"
+
+
+def caches_identity(environment: dict[str, Any]) -> str:
+    """Which JIT caches, FlashInfer build and GPU a warm-up record speaks for: the cache folders
+    by path and inode (a removed and re-made folder is another), the wheel and the GPU."""
+    versions = environment.get("versions") or {}
+    gpu = environment.get("gpu") or {}
+    parts = [_folder_identity(*_FLASHINFER_CACHE), _folder_identity(*_TRITON_CACHE),
+             str(versions.get("flashinfer_wheel")), str(versions.get("flashinfer_wheel_commit")),
+             str(versions.get("torch")), str(gpu.get("name")), str(gpu.get("compute_capability"))]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+class WarmRecord:
+    """The families already warmed over one set of JIT caches (RECORD_FILE in the per-user cache
+    folder `jit_warmup`). An unreadable or foreign file counts as empty and is replaced."""
+
+    def __init__(self, identity: str, folder: str | None = None):
+        self.identity = identity
+        self.path = os.path.join(folder or user_cache_dir("jit_warmup"), RECORD_FILE)
+
+    def _load(self) -> dict[str, list[str]]:
+        try:
+            with open(self.path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: [x for x in v if isinstance(x, str)] for k, v in data.items()
+                if isinstance(k, str) and isinstance(v, list)}
+
+    def warmed(self) -> set[str]:
+        return set(self._load().get(self.identity, []))
+
+    def add(self, keys: Iterable[str]) -> None:
+        data = self._load()
+        data[self.identity] = sorted(set(data.get(self.identity, [])) | set(keys))
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        write_text_atomic(self.path, json.dumps(data, indent=1) + "\n")
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What a warm-up did."""
+
+    families: int
+    workers: int
+    seconds: float
+    failed: tuple[str, ...] = ()
+    """Case ids whose warm-up case did not finish ok (the timed pass runs and reports them)."""
+
+
+def worker_count(families: int, cpus: int | None = None) -> int:
+    """Warm-up workers: one per family, at most MAX_WORKERS and half the cores (each build
+    process runs compilers of its own)."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
+    return max(1, min(families, MAX_WORKERS, cpus // 2))
+
+
+def _max_jobs(workers: int, cpus: int | None = None) -> str:
+    """Compile jobs per warm-up worker: its share of the cores, at least 4 (most families are one to
+    a few compile units; a large one should not crawl on one core)."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
+    return str(max(4, cpus // workers))
+
+
+def _finished_ok(answer: dict[str, Any] | None, lost: str) -> bool:
+    """Whether a warm-up case ran to its end: answered, no exception, no non-zero exit, no CUDA
+    fault (a family whose case did not stays unrecorded, so the next run warms it again)."""
+    if lost or answer is None:
+        return False
+    return not (answer.get("exception") or answer.get("poisoned") or answer.get("systemexit") not in (None, 0))
+
+
+#: Turns a case into (worker request, driver argv) under the given settings (the executor's).
+RequestMaker = Callable[[Case, RunSettings], dict[str, Any]]
+
+
+def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings, record: WarmRecord,
+            *, flashinfer_repo: str | None, log_dir: str, device: str | None = None,
+            progress: TextIO | None = None, pool_factory: Callable[..., WorkerPool] = WorkerPool) -> WarmUp | None:
+    """Run one case of each family of `cases` that `record` has not seen, side by side in
+    worker_count() workers, and add the families that finished ok to `record`. None when every
+    family is warm already (nothing runs). A stop signal reaching this (main) thread kills every
+    warm-up worker and is raised again."""
+    warmed = record.warmed()
+    todo = [c for c in representatives(cases) if family_key(c) not in warmed]
+    if not todo:
+        return None
+    workers = worker_count(len(todo))
+    settings = warm_settings(settings)
+    os.makedirs(log_dir, exist_ok=True)
+    if progress is not None:
+        print(f"JIT warm-up: {len(todo)} kernel families not built on this machine yet; one small case "
+              f"of each in {workers} processes side by side (their times are not kept)", file=progress, flush=True)
+    started = time.monotonic()
+    queue, lock = list(todo), threading.Lock()
+    ok: list[str] = []
+    failed: list[str] = []
+    pools: list[WorkerPool] = []
+    stopping = threading.Event()
+    finished = [threading.Event() for _ in range(workers)]
+    env_jobs = _max_jobs(workers)
+
+    def work(slot: int) -> None:
+        pool = pool_factory(flashinfer_repo, os.path.join(log_dir, f"worker{slot}.log"), device=device,
+                            extra_env={"MAX_JOBS": env_jobs})
+        with lock:
+            pools.append(pool)
+        try:
+            while not stopping.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    case = queue.pop(0)
+                request = make_request(case, settings)
+                request = {**request, "log_path": os.path.join(log_dir, case.case_id + ".log"),
+                           "csv_path": os.path.join(log_dir, case.case_id + ".csv")}
+                reply = pool.run(request, settings.case_timeout)
+                with lock:
+                    if _finished_ok(reply.answer, reply.lost):
+                        ok.append(family_key(case))
+                    else:
+                        failed.append(case.case_id)
+        finally:
+            # This thread started the worker, whose parent-death signal fires when the thread ends.
+            pool.stop(kill=True)
+            finished[slot].set()
+
+    threads = [threading.Thread(target=work, args=(slot,), name=f"jit-warmup-{slot}", daemon=True)
+               for slot in range(workers)]
+    for t in threads:
+        t.start()
+    try:
+        for done in finished:
+            while not done.wait(0.2):
+                pass
+    except BaseException:
+        stopping.set()
+        with lock:
+            queue.clear()
+            live = list(pools)
+        for pool in live:
+            pool.kill()
+        for done in finished:
+            done.wait(STOP_WAIT_S)
+        raise
+    if ok:
+        try:
+            record.add(ok)
+        except OSError:
+            pass  # a record not written only costs the next run this warm-up again
+    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(failed))
+    if progress is not None:
+        tail = f"; {len(failed)} did not finish ok (timed and reported below)" if failed else ""
+        print(f"JIT warm-up: {len(todo)} families in {result.seconds:.0f} s{tail}", file=progress, flush=True)
+    return result
+
+
+__all__ = ["MAX_WORKERS", "WARMED_JOBS", "WarmRecord", "WarmUp", "caches_identity", "family_key",
+           "representatives", "warm_settings", "warm_up", "worker_count"]
