@@ -10,7 +10,7 @@ one rank cannot hold it. Nothing here computes a number or touches a file.
 
 from __future__ import annotations
 
-from ..vllm_rules.layers import KEPT_IN_BF16, QUANTIZED_ROUTERS
+from ..vllm_rules.layers import KEPT_IN_BF16
 from .analysis import BASELINE, MODULE_KINDS, QUANT, VLLM, Analysis, Rollup, recipe_label
 from .md_attention import kv_text
 from .md_text import NO_FIT_MARK, TIE_TEXT, fmt_us, table, with_speedup
@@ -44,6 +44,16 @@ def rollup_text(r: Rollup, short: bool = False) -> str:
     return text
 
 
+def _quantized_router_text(a: Analysis) -> str:
+    """"; this model's router is FP8 under ..." where vLLM quantizes the router of this model class
+    under some recipe of the run (vllm_rules/layers.py QUANTIZED_ROUTERS), else ""."""
+    fp8_router = [d for d in a.quantized if not a.kept_in_bf16("router", d)]
+    if not fp8_router or not any(e.name == "router" for e in a.entries):
+        return ""
+    return (f"; this model's router is quantized under {', '.join(recipe_label(d) for d in fp8_router)}: "
+            "vLLM's online fp8_per_tensor builds its GateLinear with the quantization config")
+
+
 def rollup_lines(a: Analysis) -> list[str]:
     lines = [
         "Sum over the plan of (best time x per-step count), in microseconds: the GEMM + fused-MoE "
@@ -54,10 +64,9 @@ def rollup_lines(a: Analysis) -> list[str]:
         f"the two totals' p10-p90 ranges overlap the cell reads '{TIE_TEXT}' instead. A total of "
         "a recipe whose weights and reserve one GPU of this run cannot hold reads 'does not fit "
         "(needs X GiB, GPU has Y GiB)' beside its kernel time (Memory per rank), with no speed-up. "
-        f"Modules vLLM keeps unquantized ({', '.join(KEPT_IN_BF16)}; the router of "
-        f"{', '.join(QUANTIZED_ROUTERS)} is FP8 under FP8 per-tensor with dynamic scales, vLLM's online "
-        "fp8_per_tensor) count with their BF16 time under the quantized recipes (the BF16 vLLM default "
-        "on the vLLM-default lines, the BF16 baseline on the others). **vLLM default** counts per module only the rows "
+        f"Modules vLLM keeps unquantized ({', '.join(KEPT_IN_BF16)}{_quantized_router_text(a)}) count "
+        "with their BF16 time under the quantized recipes (the BF16 vLLM default on the vLLM-default "
+        "lines, the BF16 baseline on the others). **vLLM default** counts per module only the rows "
         "that time vLLM's default kernel (or its design), +quant where timed; the Summary says "
         "why a missing one is not timed.",
         "",
