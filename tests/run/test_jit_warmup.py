@@ -136,6 +136,29 @@ def test_a_run_warms_each_family_once_and_the_warm_up_is_no_row(tmp_path, monkey
     assert rc == 0 and "JIT warm-up" not in out and "jit warm-up" not in results["timings"]["phases_s"]
 
 
+def test_families_timed_ok_without_a_warm_up_are_recorded_too(tmp_path, monkeypatch):
+    # a family whose cases came from the result cache had no warm-up; a later run that times them
+    # (--no_cache) builds them in its timed pass, and the run after that needs no warm-up for them
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "fi"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    cases = [gemm_case(4096, m=8), gemm_case(4096, m=8, backend="cublas")]
+    settings = RunSettings(num_iters=3, dry_run_iters=1, case_timeout=120)
+
+    def run(workdir):
+        phases.next_clock()
+        progress = io.StringIO()
+        request = run_request(cases, str(tmp_path / workdir), settings, jit_warmup=True)
+        assert runner.run_plan(request, cases, command=["t"], progress=progress,
+                               environment=lambda repo: MACHINE) == 0
+        return progress.getvalue()
+
+    with monkeypatch.context() as m:
+        m.setattr(jw, "warm_up", lambda *a, **k: None)  # as if the families had no warm-up
+        run("a")
+    assert jw.WarmRecord(jw.caches_identity(MACHINE)).warmed() == {jw.family_key(c) for c in cases}
+    assert "JIT warm-up" not in run("b")
+
+
 def test_no_jit_warmup_runs_none(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     cases = [gemm_case(4096, m=8), gemm_case(4096, m=8, backend="cublas")]

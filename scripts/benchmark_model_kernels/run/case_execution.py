@@ -117,6 +117,18 @@ class CaseExecutor:
             record, flashinfer_repo=self.flashinfer_repo, log_dir=os.path.join(self.case_dir, "jit_warmup"),
             device=self.devices[0], progress=self.progress)
 
+    def record_built(self, cases: list[Case]) -> None:
+        """Add the families of `cases` that a worker ran ok to the warm-up record: their kernels
+        are built now, so a later run on these caches needs no warm-up for them."""
+        if not self.jit_warmup:
+            return
+        keys = [jit_warmup.family_key(c) for c in jit_warmup.representatives(cases)]
+        if keys:
+            try:
+                jit_warmup.WarmRecord(jit_warmup.caches_identity(self.environment)).add(keys)
+            except OSError:
+                pass  # unrecorded, a later run warms these families again
+
     # -- one case
     def worker_request(self, case: Case, job: str, settings: RunSettings | None = None
                        ) -> tuple[dict[str, Any], list[str] | None]:

@@ -149,6 +149,9 @@ class Runner:
                     self.record(case, self.row_of(case, 0), started)
             else:
                 run_on_every_gpu(self, timed)
+            self.executor.record_built([c for c in timed if c.case_id in self.results.rows
+                                        and self.results.rows[c.case_id].status == "ok"
+                                        and not self.results.rows[c.case_id].origin])
         finally:
             self.executor.stop_workers()
         return [self.results.rows[c.case_id] for c in self.cases]
