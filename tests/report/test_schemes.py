@@ -117,7 +117,7 @@ def test_bf16_vllm_default_is_complete_and_is_the_reference(run):
 def test_incomplete_vllm_default_says_which_kernel_is_not_timed_and_why(run):
     tensor = run.rollup("fp8.per_tensor", 1, VLLM)
     assert tensor.missing == ("qkv_proj", "experts") and tensor.no_number
-    why = dict(zip(tensor.missing, tensor.why_missing, strict=True))
+    why = dict(zip(tensor.missing, map(str, tensor.why_missing), strict=True))
     # the dispatch table's own `missing` text for the dense GEMM...
     assert why["qkv_proj"].startswith("run vLLM CUTLASS cutlass_scaled_mm (static per-tensor activations), not "
                                       "timed here: vLLM's own CUTLASS")
@@ -127,10 +127,13 @@ def test_incomplete_vllm_default_says_which_kernel_is_not_timed_and_why(run):
     # named as the closest timed row where it has a number (it failed at M=1)
     token1, token8 = run.rollup("fp8.per_token", 1, VLLM), run.rollup("fp8.per_token", 8, VLLM)
     assert token1.missing == token8.missing == ("qkv_proj", "experts")
-    assert "closest timed" not in token1.why_missing[1]
-    assert token8.why_missing[1].startswith("run vLLM CUTLASS grouped GEMM (CutlassExpertsFp8), not timed here")
-    assert token8.why_missing[1].endswith("; closest timed: triton/per_token 23.0 us [fallback]")
-    assert token8.why_missing[0].endswith("; closest timed: torch/per_token 6.00 us [fallback]")
+    assert "closest timed" not in str(token1.why_missing[1]) and token1.why_missing[1].closest_us is None
+    assert str(token8.why_missing[1]).startswith("run vLLM CUTLASS grouped GEMM (CutlassExpertsFp8), not timed here")
+    assert str(token8.why_missing[1]).endswith("; closest timed: triton/per_token 23.0 us [fallback]")
+    assert str(token8.why_missing[0]).endswith("; closest timed: torch/per_token 6.00 us [fallback]")
+    # the closest row is data, not only words: the Summary groups it per reason without parsing
+    gap = token8.why_missing[1]
+    assert (gap.closest_label, gap.closest_us) == ("triton/per_token [fallback]", 23.0)
     text = "\n".join(markdown.summary_lines(run))
     assert ("- **FP8 per-tensor (checkpoint scheme) vLLM default** is incomplete: dense GEMMs (qkv_proj) "
             "run vLLM CUTLASS cutlass_scaled_mm (static per-tensor activations), not timed here: vLLM's own "
@@ -145,7 +148,7 @@ def test_a_plan_without_per_tensor_activation_scales_has_no_per_tensor_default()
     a = Analysis(results_of(_rows()), "old plan")
     why = a.rollup("fp8.per_tensor", 1, VLLM).why_missing
     assert all("the plan predates the record of whether per-tensor activation scales are static or "
-               "dynamic" in w for w in why)
+               "dynamic" in str(w) for w in why)
 
 
 def test_summary_table_leads_with_vllm_default_and_best_measured_per_recipe(run):

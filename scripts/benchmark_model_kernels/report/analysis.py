@@ -69,6 +69,28 @@ from .row_facts import CheckpointScheme, DispatchContext, checkpoint_scheme, env
 
 
 @dataclass(frozen=True)
+class Gap:
+    """Why a module has no number in a roll-up, and on the vLLM basis the timed row the dispatch
+    table names in its place (its backend label, row mark and median), when that row has one."""
+
+    reason: str
+    closest_backend: str = ""
+    closest_mark: str = ""
+    closest_us: float | None = None
+
+    @property
+    def closest_label(self) -> str:
+        """"triton/per_token [fallback]" ("" without a closest row)."""
+        return f"{self.closest_backend}{self.closest_mark}" if self.closest_us is not None else ""
+
+    def __str__(self) -> str:
+        """The reason, then "; closest timed: triton/per_token 23.0 us [fallback]" where known."""
+        if self.closest_us is None:
+            return self.reason
+        return f"{self.reason}; closest timed: {self.closest_backend} {fmt_us(self.closest_us)} us{self.closest_mark}"
+
+
+@dataclass(frozen=True)
 class Rollup:
     """GEMM + MoE kernel time of one forward step on one rank for one recipe, basis and M."""
 
@@ -82,9 +104,9 @@ class Rollup:
     missing: tuple[str, ...]
     """Entry names without a number; non-empty means the total is incomplete."""
     n_modules: int
-    why_missing: tuple[str, ...] = ()
-    """Per name in `missing`, why it has no number (on the VLLM basis: what vLLM runs there and
-    why no row times it, see Analysis.default_gap)."""
+    why_missing: tuple[Gap, ...] = ()
+    """Per name in `missing`, why it has no number (on the VLLM basis: what vLLM runs there, why no
+    row times it and the closest timed row, see Analysis.default_gap); str() of each is its text."""
     kept: tuple[str, ...] = ()
     """Entries of a quantized recipe counted at their BF16 time (vLLM keeps them unquantized)."""
     low_us: float = 0.0
@@ -265,34 +287,36 @@ class Analysis:
                                   shape.intermediate if shape else None, shape.hidden if shape else None)
         return table_row(self.family, cell)
 
-    def closest_timed(self, entry: Entry, m: int, recipe: str, rule: VllmDefault) -> str:
-        """"; closest timed: triton/per_token 23.0 us [fallback]": the row the dispatch table names
-        for a vLLM default no row times, when it has a number ("" otherwise)."""
+    def closest_timed(self, entry: Entry, m: int, recipe: str, rule: VllmDefault) -> Cell | None:
+        """The best row of the kind the dispatch table names for a vLLM default no row times, when
+        it has a number (None otherwise)."""
         if rule.closest is None:
-            return ""
+            return None
         rows = [r for r in self.rows_for(entry, m, recipe) if (r.backend, r.routine) == rule.closest]
         cell = best_cell(rows_on_quant_basis(rows))
-        if cell.us is None or cell.row is None:
-            return ""
-        return f"; closest timed: {cell.backend} {fmt_us(cell.us)} us{vllm_mark(cell.row)}"
+        return cell if cell.us is not None and cell.row is not None else None
 
-    def default_gap(self, entry: Entry, m: int, recipe: str) -> str:
+    def default_gap(self, entry: Entry, m: int, recipe: str) -> Gap:
         """Why `entry` has no vLLM-default number at M under `recipe`, worded to follow the
-        module's name ("qkv_proj run ...")."""
+        module's name ("qkv_proj run ..."), with the closest timed row where the table names one."""
         rule = self.vllm_rule(entry, recipe)
         if rule is None:
             if recipe_scheme(recipe) == "per_tensor" and not self.dispatch.activation_scales and self.family:
-                return ("have no vLLM dispatch rule: the plan predates the record of whether per-tensor "
-                        "activation scales are static or dynamic, which decides vLLM's kernel")
+                return Gap("have no vLLM dispatch rule: the plan predates the record of whether per-tensor "
+                           "activation scales are static or dynamic, which decides vLLM's kernel")
             gpu = self.family or "a GPU whose compute capability was not recorded"
-            return f"have no vLLM dispatch rule in this tool for {recipe_label(recipe)} on {gpu}"
+            return Gap(f"have no vLLM dispatch rule in this tool for {recipe_label(recipe)} on {gpu}")
         if not rule.match:
-            return f"run {rule.kernel}, not timed here: {rule.missing}{self.closest_timed(entry, m, recipe, rule)}"
+            reason = f"run {rule.kernel}, not timed here: {rule.missing}"
+            cell = self.closest_timed(entry, m, recipe, rule)
+            if cell is None or cell.row is None or cell.us is None:
+                return Gap(reason)
+            return Gap(reason, cell.backend, vllm_mark(cell.row), cell.us)
         kernel = rule.kernel + (f" ({_design_words(rule.backend)})" if rule.match == "design" else "")
         cell = self.default_cell(entry, m, recipe, QUANT)
         if cell.status == NOT_MEASURED.status:
-            return f"run {kernel}; this run timed no {rule.backend} row for them"
-        return f"run {kernel}; its row has no number ({cell.reason})"
+            return Gap(f"run {kernel}; this run timed no {rule.backend} row for them")
+        return Gap(f"run {kernel}; its row has no number ({cell.reason})")
 
     # --- aggregates
     def rollup(self, recipe: str, m: int, basis: str = QUANT) -> Rollup:
@@ -317,7 +341,7 @@ class Analysis:
     def _rollup(self, recipe: str, m: int, basis: str) -> Rollup:
         by_kind: dict[str, float] = {}
         missing: list[str] = []
-        why: list[str] = []
+        why: list[Gap] = []
         kept: list[str] = []
         no_percentiles: list[str] = []
         total = low = high = 0.0
@@ -329,7 +353,7 @@ class Analysis:
             if c.us is None:
                 missing.append(e.name)
                 own = "bf16" if in_bf16 else recipe
-                why.append(self.default_gap(e, m, own) if basis == VLLM else (c.reason or c.status))
+                why.append(self.default_gap(e, m, own) if basis == VLLM else Gap(c.reason or c.status))
                 continue
             t = c.us * e.layers
             by_kind[e.module_kind] += t
@@ -454,7 +478,7 @@ __all__ = [
     "RECIPES", "RECIPE_LABELS", "BASELINE_BACKEND", "TORCH_MOE_LABEL", "BASELINE", "QUANT", "KERNEL",
     "VLLM", "VLLM_MARKS", "TIMED_MARKS", "recipe_of", "recipe_dtype", "recipe_scheme", "recipe_label", "MODULE_KINDS",
     "MODULE_KIND_TABLE", "ATTN", "MLP", "MOE", "ROUTER", "LM_HEAD", "OTHER", "module_kind", "Cell",
-    "NOT_MEASURED", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
+    "NOT_MEASURED", "Gap", "backend_label", "vllm_mark", "has_time", "best_cell", "rows_on_quant_basis",
     "recipe_cell", "default_cell", "baseline_cell", "speedup", "Crossover", "crossover",
     # row_facts.py, re-exported
     "CheckpointScheme",

@@ -10,7 +10,6 @@ why a total is incomplete or missing. Nothing here computes a number or touches 
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 from ..vllm_rules.dispatch import VLLM_VERSION
@@ -175,23 +174,19 @@ def _vllm_gap_lines(a: Analysis) -> list[str]:
     """Per recipe whose vLLM-default total is incomplete: which kernel is not timed, and why."""
     out = []
     for d in measured_recipes(a):
-        gaps: dict[str, dict[str, set[int]]] = {}
-        for m in a.ms:
-            r = a.rollup(d, m, VLLM)
-            for name, why in zip(r.missing, r.why_missing, strict=True):
-                gaps.setdefault(why, {}).setdefault(name, set()).add(m)
-        if not gaps:
-            continue
         # One clause per reason: the closest-timed number differs per module and M, so it is
         # gathered into one range per module instead of repeating the reason for each cell.
         merged: dict[str, dict[str, set[int]]] = {}
         closest: dict[str, dict[str, dict[str, list[tuple[float, set[int]]]]]] = {}
-        for why, names in gaps.items():
-            base, label, us = _split_closest(why)
-            for name, at_m in names.items():
-                merged.setdefault(base, {}).setdefault(name, set()).update(at_m)
-                if label is not None and us is not None:
-                    closest.setdefault(base, {}).setdefault(label, {}).setdefault(name, []).append((us, at_m))
+        for m in a.ms:
+            r = a.rollup(d, m, VLLM)
+            for name, gap in zip(r.missing, r.why_missing, strict=True):
+                merged.setdefault(gap.reason, {}).setdefault(name, set()).add(m)
+                if gap.closest_us is not None:
+                    closest.setdefault(gap.reason, {}).setdefault(gap.closest_label, {}).setdefault(
+                        name, []).append((gap.closest_us, {m}))
+        if not merged:
+            continue
         parts = []
         for base, names in merged.items():
             at = sorted(set().union(*names.values()))
@@ -199,17 +194,6 @@ def _vllm_gap_lines(a: Analysis) -> list[str]:
             parts.append(f"{_gap_subject(a, list(names))}{where} {base}{_closest_words(closest.get(base, {}), at)}")
         out.append(f"- **{a.recipe_title(d)} vLLM default** is incomplete: " + "; ".join(parts) + ".")
     return out
-
-
-_CLOSEST = re.compile(r"^(?P<base>.*); closest timed: (?P<label>\S+) (?P<us>[\d,.]+) us(?P<mark>.*)$")
-
-
-def _split_closest(why: str) -> tuple[str, str | None, float | None]:
-    """(reason, "backend [mark]", us) of a gap reason ending in Analysis.closest_timed's words."""
-    m = _CLOSEST.match(why)
-    if m is None:
-        return why, None, None
-    return m["base"], f"{m['label']}{m['mark']}", float(m["us"].replace(",", ""))
 
 
 def _closest_words(by_label: dict[str, dict[str, list[tuple[float, set[int]]]]], at: list[int]) -> str:
