@@ -170,7 +170,7 @@ def _finished_ok(answer: dict[str, Any] | None, lost: str) -> bool:
     return not (answer.get("exception") or answer.get("poisoned") or answer.get("systemexit") not in (None, 0))
 
 
-#: Turns a case into (worker request, driver argv) under the given settings (the executor's).
+#: Turns a case into its worker request under the given settings (the executor's).
 RequestMaker = Callable[[Case, RunSettings], dict[str, Any]]
 
 
