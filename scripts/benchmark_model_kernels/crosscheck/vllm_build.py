@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -179,6 +180,41 @@ def _scalar_activations_on_cpu() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _transformers_classes_restored(raw: dict[str, Any]) -> Iterator[None]:
+    """vLLM's generic Transformers backend decorates the transformers model class it wraps for
+    torch.compile in place (vllm/model_executor/models/transformers/base.py:
+    _decorate_cls_for_torch_compile -> vllm/compilation/decorators.py: _support_torch_compile adds a
+    base class and replaces `__init__` and `__call__`), so a transformers build of that class later
+    in the same process asks for vLLM's current config and fails. The classes of the config's
+    transformers modeling module are put back as they were when the build ends."""
+    import torch
+    import transformers
+
+    modules = []
+    for arch in raw.get("architectures") or []:
+        try:
+            cls = getattr(transformers, str(arch), None)
+        except Exception:  # noqa: BLE001  (a lazy import that fails: nothing of it to restore)
+            cls = None
+        module = sys.modules.get(getattr(cls, "__module__", "")) if isinstance(cls, type) else None
+        if module is not None and module not in modules:
+            modules.append(module)
+    saved = [(c, c.__bases__, dict(c.__dict__)) for module in modules for c in vars(module).values()
+             if isinstance(c, type) and issubclass(c, torch.nn.Module) and c.__module__ == module.__name__]
+    try:
+        yield
+    finally:
+        for c, bases, attrs in saved:
+            if c.__bases__ != bases:
+                c.__bases__ = bases
+            for key in [k for k in c.__dict__ if k not in attrs]:
+                delattr(c, key)
+            for key, value in attrs.items():
+                if c.__dict__.get(key) is not value and key not in ("__dict__", "__weakref__", "__doc__"):
+                    setattr(c, key, value)
+
+
+@contextlib.contextmanager
 def _transformers_registry_restored() -> Iterator[None]:
     """vLLM registers its own config classes with transformers while it parses a config
     (vllm/transformers_utils/config.py: _register_config_class: `AutoConfig.register(model_type,
@@ -324,7 +360,8 @@ def build_vllm_model(raw: dict[str, Any], tp: int, ep: int, *, trust_remote_code
     from vllm.model_executor.model_loader.utils import get_model_architecture, initialize_model
 
     dp = ep // tp if ep > 1 else 1
-    with _config_folder(raw, code_dir if trust_remote_code else None) as folder, _transformers_registry_restored():
+    with _config_folder(raw, code_dir if trust_remote_code else None) as folder, _transformers_registry_restored(), \
+            _transformers_classes_restored(raw):
         try:
             # max_model_len is left to vLLM (the config's max_position_embeddings): no layer's
             # shape depends on it, and a fixed value above a config's limit is refused
