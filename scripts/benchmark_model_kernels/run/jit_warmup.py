@@ -32,7 +32,9 @@ from typing import Any, Callable, Iterable, TextIO
 
 from ..core.case_schema import AttentionShape, Case
 from ..core.files import user_cache_dir, write_text_atomic
-from ..core.results_schema import RunSettings
+from ..core.results_schema import Row, RunSettings
+from .gpu_fanout import run_on_every_gpu
+from .outcome import Outcome, row_from_case
 from .pool import WorkerPool
 
 #: Jobs whose first use compiles: FlashInfer's driver routines (JIT modules) and this tool's Triton
@@ -40,14 +42,14 @@ from .pool import WorkerPool
 WARMED_JOBS = ("driver", "triton")
 #: At most this many warm-up workers (each holds a CUDA context and runs builds of its own).
 MAX_WORKERS = 8
-#: Seconds the main thread waits for each warm-up thread to reap its killed worker on a stop.
-STOP_WAIT_S = 10.0
 RECORD_FILE = "families.json"
 #: Where FlashInfer and Triton keep what they built (flashinfer/jit/env.py FLASHINFER_CACHE_DIR
 #: under FLASHINFER_WORKSPACE_BASE or the home folder; triton/runtime/cache.py TRITON_CACHE_DIR or
 #: ~/.triton/cache): the record is valid for these folders as they are.
-_FLASHINFER_CACHE = ("FLASHINFER_WORKSPACE_BASE", os.path.join(".cache", "flashinfer"))
-_TRITON_CACHE = ("TRITON_CACHE_DIR", os.path.join(".triton", "cache"))
+#: Per cache: (its variable, the folder under that variable's value or else the home folder, whether
+#: the variable names the cache folder itself).
+_FLASHINFER_CACHE = ("FLASHINFER_WORKSPACE_BASE", os.path.join(".cache", "flashinfer"), False)
+_TRITON_CACHE = ("TRITON_CACHE_DIR", os.path.join(".triton", "cache"), True)
 
 
 def family_key(case: Case) -> str:
@@ -87,9 +89,9 @@ def warm_settings(settings: RunSettings) -> RunSettings:
     return dataclasses.replace(settings, num_iters=1, dry_run_iters=1, autotune=False)
 
 
-def _folder_identity(env_var: str, under_home: str) -> str:
+def _folder_identity(env_var: str, under_base: str, names_folder: bool) -> str:
     base = os.environ.get(env_var)
-    path = base if env_var == _TRITON_CACHE[0] and base else os.path.join(base or os.path.expanduser("~"), under_home)
+    path = base if names_folder and base else os.path.join(base or os.path.expanduser("~"), under_base)
     try:
         st = os.stat(path)
     except OSError:
@@ -174,13 +176,54 @@ def _finished_ok(answer: dict[str, Any] | None, lost: str) -> bool:
 RequestMaker = Callable[[Case, RunSettings], dict[str, Any]]
 
 
+class _WarmLoop:
+    """The warm-up as gpu_fanout's CaseLoop: `slots` workers on one GPU, each made by the thread
+    that runs its cases (its parent-death signal is that thread's), a case's outcome recorded as
+    the family warmed or the case id that did not finish."""
+
+    def __init__(self, slots: int, make_pool: Callable[[int], WorkerPool],
+                 request_of: Callable[[Case], dict[str, Any]], timeout: float):
+        self.slots, self.lock = slots, threading.RLock()
+        self._make_pool, self._request_of, self._timeout = make_pool, request_of, timeout
+        self.pools: dict[int, WorkerPool] = {}
+        self.ok: list[str] = []
+        self.failed: list[str] = []
+
+    def row_of(self, case: Case, slot: int) -> Row:
+        with self.lock:
+            pool = self.pools.get(slot)
+            if pool is None:
+                pool = self.pools[slot] = self._make_pool(slot)
+        reply = pool.run(self._request_of(case), self._timeout)
+        done = _finished_ok(reply.answer, reply.lost)
+        return row_from_case(case, Outcome("ok" if done else "failed", reply.lost))
+
+    def record(self, case: Case, row: Row, started: float) -> None:
+        if row.status == "ok":
+            self.ok.append(family_key(case))
+        else:
+            self.failed.append(case.case_id)
+
+    def stop_worker(self, slot: int) -> None:
+        pool = self.pools.get(slot)
+        if pool is not None:
+            pool.stop(kill=True)
+
+    def kill_workers(self) -> None:
+        with self.lock:
+            live = list(self.pools.values())
+        for pool in live:
+            pool.kill()
+
+
 def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings, record: WarmRecord,
             *, flashinfer_repo: str | None, log_dir: str, device: str | None = None,
             progress: TextIO | None = None, pool_factory: Callable[..., WorkerPool] = WorkerPool) -> WarmUp | None:
     """Run one case of each family of `cases` that `record` has not seen, side by side in
-    worker_count() workers, and add the families that finished ok to `record`. None when every
-    family is warm already (nothing runs). A stop signal reaching this (main) thread kills every
-    warm-up worker and is raised again."""
+    worker_count() workers (gpu_fanout.run_on_every_gpu, with every slot on the one GPU), and add
+    the families that finished ok to `record`. None when every family is warm already (nothing
+    runs). A stop signal reaching this (main) thread kills every warm-up worker and is raised
+    again."""
     warmed = record.warmed()
     todo = [c for c in representatives(cases) if family_key(c) not in warmed]
     if not todo:
@@ -192,65 +235,26 @@ def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings
         print(f"JIT warm-up: {len(todo)} kernel families not built on this machine yet; one small case "
               f"of each in {workers} processes side by side (their times are not kept)", file=progress, flush=True)
     started = time.monotonic()
-    queue, lock = list(todo), threading.Lock()
-    ok: list[str] = []
-    failed: list[str] = []
-    pools: list[WorkerPool] = []
-    stopping = threading.Event()
-    finished = [threading.Event() for _ in range(workers)]
     env_jobs = _max_jobs(workers)
 
-    def work(slot: int) -> None:
-        pool = pool_factory(flashinfer_repo, os.path.join(log_dir, f"worker{slot}.log"), device=device,
+    def make_pool(slot: int) -> WorkerPool:
+        return pool_factory(flashinfer_repo, os.path.join(log_dir, f"worker{slot}.log"), device=device,
                             extra_env={"MAX_JOBS": env_jobs})
-        with lock:
-            pools.append(pool)
-        try:
-            while not stopping.is_set():
-                with lock:
-                    if not queue:
-                        return
-                    case = queue.pop(0)
-                request = make_request(case, settings)
-                request = {**request, "log_path": os.path.join(log_dir, case.case_id + ".log"),
-                           "csv_path": os.path.join(log_dir, case.case_id + ".csv")}
-                reply = pool.run(request, settings.case_timeout)
-                with lock:
-                    if _finished_ok(reply.answer, reply.lost):
-                        ok.append(family_key(case))
-                    else:
-                        failed.append(case.case_id)
-        finally:
-            # This thread started the worker, whose parent-death signal fires when the thread ends.
-            pool.stop(kill=True)
-            finished[slot].set()
 
-    threads = [threading.Thread(target=work, args=(slot,), name=f"jit-warmup-{slot}", daemon=True)
-               for slot in range(workers)]
-    for t in threads:
-        t.start()
-    try:
-        for done in finished:
-            while not done.wait(0.2):
-                pass
-    except BaseException:
-        stopping.set()
-        with lock:
-            queue.clear()
-            live = list(pools)
-        for pool in live:
-            pool.kill()
-        for done in finished:
-            done.wait(STOP_WAIT_S)
-        raise
-    if ok:
+    def request_of(case: Case) -> dict[str, Any]:
+        return {**make_request(case, settings), "log_path": os.path.join(log_dir, case.case_id + ".log"),
+                "csv_path": os.path.join(log_dir, case.case_id + ".csv")}
+
+    loop = _WarmLoop(workers, make_pool, request_of, settings.case_timeout)
+    run_on_every_gpu(loop, todo)
+    if loop.ok:
         try:
-            record.add(ok)
+            record.add(loop.ok)
         except OSError:
             pass  # a record not written only costs the next run this warm-up again
-    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(failed))
+    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed))
     if progress is not None:
-        tail = f"; {len(failed)} did not finish ok (timed and reported below)" if failed else ""
+        tail = f"; {len(loop.failed)} did not finish ok (timed and reported below)" if loop.failed else ""
         print(f"JIT warm-up: {len(todo)} families in {result.seconds:.0f} s{tail}", file=progress, flush=True)
     return result
 
