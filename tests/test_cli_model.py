@@ -284,7 +284,12 @@ BAD_INPUT = [
     ("model", M + ["--dry_run", "--workdir", "{w}", "--resume"], "--resume={w}: there is no results.json"),
     ("model", M + ["qwen3-8b", "--dry_run", "--workdir", "{w}", "--resume"], "--resume={w}/llama-3.1-8b_tp1_ep1:"),
     ("model", M + ["--workdir", "{done}", "--resume", "--flashinfer_repo", "{repo}"],
-     "--resume={done}: its rows were timed with autotune_buckets='all' (now 'timed'); resume with the flags"),
+     "--resume={done}: its rows were timed with autotune_buckets='all' (now 'timed'), autotune_tactics=0 "
+     "(now 8); resume with the flags"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_tactics", "0"],
+     "--autotune_tactics=0: must be a whole number of at least 1 or 'all'"),
+    ("model", M + ["--dry_run", "--workdir", "{w}", "--autotune_tactics", "few"],
+     "--autotune_tactics=few: must be a whole number of at least 1 or 'all'"),
     ("model", M + ["--workdir", "{w}"], "--flashinfer_repo=None: is required"),
     ("model", M + ["--workdir", "{w}", "--flashinfer_repo", "{t}"], "--flashinfer_repo={t}: has no benchmarks/"),
     ("builtin", ["--nks", "6144x4096", "--workdir", "{w}", "--dry_run"], "--nks=6144x4096: must be N,K,name"),

@@ -13,7 +13,7 @@ import sys
 
 from .cases.attention import DEFAULT_SWEEP, AttentionSweep
 from .cases.build import build_cases
-from .cases.capabilities import Capabilities, load_capabilities
+from .cases.capabilities import Capabilities, PendingProbe, load_capabilities
 from .core.case_schema import DTYPES, KV_DTYPES
 from .core.errors import EXIT_USAGE, OneLineArgumentParser, UsageError, cli_main
 from .core.files import check_writable_folder, is_disk_full, is_inside, path_arg, same_file, write_text_atomic
@@ -384,6 +384,18 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
     # torch/transformers imports and the meta build allocate ~10^6 objects and no garbage cycles
     # worth collecting: with the cyclic GC off the preview is about 30% faster (3 s budget).
     clock = phases.next_clock()
+    # FlashInfer's capability answer (a child process, seconds, when this build's is not kept yet)
+    # is asked for now and read after planning, which it overlaps.
+    probe = None if args.print_only else runner.start_kept_capabilities(args.flashinfer_repo)
+    try:
+        return _plan_and_run_with(args, model, layout, workdir, clock, probe)
+    finally:
+        if probe is not None:
+            probe.close()
+
+
+def _plan_and_run_with(args: argparse.Namespace, model: str, layout: Layout, workdir: str | None,
+                       clock: phases.PhaseClock, probe: PendingProbe | None) -> int:
     gc.disable()
     try:
         # Planning writes nothing: a stop signal ends it at once with one line (stop_signals_exit).
@@ -415,8 +427,11 @@ def _plan_and_run(args: argparse.Namespace, model: str, layout: Layout, workdir:
         return incomplete
     run_args = argparse.Namespace(**vars(args))
     run_args.model, run_args.ep, run_args.workdir = model, layout.ep, workdir
+    def kept(repo: str | None) -> Capabilities:
+        return probe.result() if probe is not None and repo == args.flashinfer_repo else runner.kept_capabilities(repo)
+
     return runner.run_from_args(run_args, plan, environment=environment.collect,
-                                report=report.write_report,
+                                report=report.write_report, capabilities=kept,
                                 resume_may_start_fresh=workdir != args.workdir) or incomplete
 
 

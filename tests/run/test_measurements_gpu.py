@@ -230,3 +230,27 @@ def test_a_corrupted_driver_output_fails_the_drivers_refcheck_as_incorrect(tmp_p
                                case.backend, case.routine)
     assert out.status == "incorrect" and "cos_sim" in out.reason, out.reason
     assert runner.exit_code([row_from_case(case, out)]) == 1
+
+
+def test_the_tactic_cap_cuts_flashinfers_own_cudnn_tactic_search():
+    """--autotune_tactics on FlashInfer's real autotuner: a cuDNN mm_bf16 tuned inside the
+    worker's cap profiles only the first N of the plans cuDNN offers, the cut is reported, the
+    result is still right, and the autotuner's filter is put back after."""
+    flashinfer = pytest.importorskip("flashinfer")
+    from flashinfer.autotuner import AutoTuner
+
+    from benchmark_model_kernels.run import worker
+
+    a = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 2048, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+    tuner = AutoTuner.get()
+    before = tuner._blocklist
+    out: dict = {}
+    with worker._tactic_cap_scope(2, out), flashinfer.autotune(True):
+        got = flashinfer.mm_bf16(a, b, backend="cudnn")
+    assert tuner._blocklist is before
+    cut = [c for c in out.get("tactic_cap", []) if c[1].startswith("Cudnn")]
+    assert cut, out  # cuDNN offered more than 2 plans for this shape
+    assert all(kept == 2 and offered > 2 for _op, _runner, kept, offered in cut), cut
+    ref = a.float() @ b.float()
+    assert torch.linalg.norm(got.float() - ref) / torch.linalg.norm(ref) < 0.01

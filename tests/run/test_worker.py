@@ -126,6 +126,84 @@ def test_pool_stop_leaves_nothing_of_the_worker_group(tmp_path):
     assert wait_gone(group, 2) == []
 
 
+def test_the_cudnn_tactic_cap_travels_to_the_worker_and_cuts_only_cudnn_runners(tmp_path, monkeypatch):
+    """--autotune_tactics N: a cuDNN driver case's request carries N; around the driver call the
+    worker wraps FlashInfer's autotuner tactic filter (AutoTuner.get()._blocklist, which every
+    runner's tactic list passes through before profiling) so a cuDNN runner keeps its first N
+    tactics after the blocklist's own cut, other runners keep all, and the filter is put back
+    after. A stand-in AutoTuner of FlashInfer's shape records the calls: plumbing, no GPU; the
+    gpu test in test_measurements_gpu.py runs FlashInfer's own autotuner."""
+    import types
+
+    from benchmark_model_kernels.run import worker
+    from benchmark_model_kernels.run.case_execution import CaseExecutor
+    from benchmark_model_kernels.run.outcome import tactic_cap_note
+
+    def request_of(case, **settings):
+        executor = CaseExecutor(run_request([case], str(tmp_path), RunSettings(**settings), repo=None), {})
+        return executor.worker_request(case, "driver")[0]
+
+    assert request_of(gemm_case(64))["tactic_cap"] == RunSettings.autotune_tactics == 8
+    assert request_of(gemm_case(64), autotune_tactics=3)["tactic_cap"] == 3
+    assert "tactic_cap" not in request_of(gemm_case(64), autotune_tactics=0)  # --autotune_tactics all
+    assert "tactic_cap" not in request_of(gemm_case(64), autotune=False)
+    assert "tactic_cap" not in request_of(gemm_case(64, backend="cublaslt"))
+
+    class Blocklist:  # FlashInfer's TacticsBlocklist: drops the tactics it knows fail
+        def filter(self, custom_op, runner, tactics):
+            return [t for t in tactics if t != "bad"]
+
+        def load(self, path):
+            return path
+
+    class AutoTuner:
+        _instance = None
+
+        def __init__(self):
+            self._blocklist = Blocklist()
+
+        @classmethod
+        def get(cls):
+            cls._instance = cls._instance or cls()
+            return cls._instance
+
+    class CudnnBf16GemmRunner:
+        pass
+
+    class CublasltBf16GemmRunner:
+        pass
+
+    fake = types.ModuleType("flashinfer.autotuner")
+    fake.AutoTuner = AutoTuner  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.autotuner", fake)
+    tuner = AutoTuner.get()
+    original = tuner._blocklist
+    offered = ["bad"] + [f"plan{i}" for i in range(12)]
+    out: dict = {}
+    with worker._tactic_cap_scope(3, out):
+        f = tuner._blocklist
+        assert f.filter("bf16_gemm", CudnnBf16GemmRunner(), offered) == ["plan0", "plan1", "plan2"]
+        assert f.filter("bf16_gemm", CublasltBf16GemmRunner(), offered) == offered[1:]
+        assert f.filter("bf16_gemm", CudnnBf16GemmRunner(), ["plan0", "plan1"]) == ["plan0", "plan1"]
+        assert f.load("x") == "x"
+    assert tuner._blocklist is original
+    assert out == {"tactic_cap": [["bf16_gemm", "CudnnBf16GemmRunner", 3, 12]]}
+    assert tactic_cap_note(out) == ("autotuned over the first 3 of 12 cuDNN tactics (cuDNN's heuristic "
+                                    "order; --autotune_tactics)")
+    untouched: dict = {}
+    with worker._tactic_cap_scope(None, untouched):
+        assert tuner._blocklist is original
+    assert untouched == {} and tactic_cap_note(untouched) == ""
+
+    del fake.AutoTuner  # a FlashInfer without the hook: every tactic, and the row says so
+    missing: dict = {}
+    with worker._tactic_cap_scope(3, missing):
+        pass
+    assert missing == {"tactic_cap_missing": True}
+    assert "every cuDNN tactic profiled" in tactic_cap_note(missing)
+
+
 def test_timed_buckets_travel_to_the_worker_and_wrap_the_driver_call(tmp_path, monkeypatch):
     """--autotune_buckets timed: the request names the row's M, and the worker runs the driver
     inside FlashInfer's own bucket override, `autotune(False, tuning_buckets=(M,))`, which tunes

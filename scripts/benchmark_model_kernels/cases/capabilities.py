@@ -181,6 +181,89 @@ def default_answer_dir() -> str:
     return user_cache_dir("capabilities")
 
 
+class PendingProbe:
+    """One capability probe, started: the kept answer, or a child process still running.
+
+    `start_probe` makes it; `result()` waits for the child (at most `timeout_s` from the start)
+    and returns the Capabilities, keeping a new answer in the cache folder; `close()` kills a
+    child whose answer is no longer wanted. `preexec_fn` runs in the child before it starts
+    (run/capability_start.py: the child dies with the run)."""
+
+    def __init__(self, answer: Capabilities | None, proc: subprocess.Popen[str] | None = None,
+                 kept: str = "", timeout_s: float = PROBE_TIMEOUT_S, error: str = "") -> None:
+        self._answer, self._proc, self._kept, self._error = answer, proc, kept, error
+        self._timeout_s = timeout_s
+
+    def result(self) -> Capabilities:
+        """The probe's Capabilities; never raises (the hand table, with the reason, on failure)."""
+        if self._answer is not None:
+            return self._answer
+        if self._proc is None:
+            self._answer = Capabilities(origin=f"{HAND_ORIGIN}; the FlashInfer probe did not run: {self._error}")
+            return self._answer
+        try:
+            stdout, stderr = self._proc.communicate(timeout=self._timeout_s)
+        except subprocess.TimeoutExpired as e:
+            self.close()
+            self._answer = Capabilities(origin=f"{HAND_ORIGIN}; the FlashInfer probe did not run: "
+                                               f"{type(e).__name__}: {e}")
+            return self._answer
+        self._answer = _answer_from_output(stdout or "", stderr or "", self._kept)
+        return self._answer
+
+    def close(self) -> None:
+        """Kill the child if it still runs (an answer no one waits for)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def start_probe(flashinfer_repo: str | None, python: str = sys.executable, timeout_s: float = PROBE_TIMEOUT_S,
+                cache_dir: str | None = None, preexec_fn: Any = None) -> PendingProbe:
+    """The probe of `load_capabilities`, started and not waited for: a kept answer is read at
+    once; otherwise the child runs while the caller goes on (a run plans meanwhile)."""
+    bench = os.path.join(os.path.abspath(os.path.expanduser(flashinfer_repo)), "benchmarks") \
+        if flashinfer_repo else ""
+    if bench and not os.path.isfile(os.path.join(bench, "flashinfer_benchmark.py")):
+        bench = ""
+    key = probe_key(bench, python) if cache_dir else None
+    kept = os.path.join(cache_dir, key + ".json") if cache_dir and key else ""
+    answer = _read_answer(kept) if kept else None
+    if answer is not None:
+        return PendingProbe(Capabilities.from_dict(answer))
+    cmd = [python, "-m", "benchmark_model_kernels.cases.capability_probe"]
+    if bench:
+        cmd += ["--benchmarks_dir", bench]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("FLASHINFER_NO_DOWNLOAD", "1")
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                cwd=bench or None, preexec_fn=preexec_fn)
+    except (OSError, subprocess.SubprocessError) as e:
+        return PendingProbe(None, error=f"{type(e).__name__}: {e}")
+    return PendingProbe(None, proc, kept, timeout_s)
+
+
+def _answer_from_output(stdout: str, stderr: str, kept: str) -> Capabilities:
+    """The probe child's last JSON line as Capabilities (kept under `kept` when it is an answer)."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    try:
+        answer = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        answer = {}
+    if answer.get("error") or not answer.get("origin"):
+        why = answer.get("error") or (stderr.strip().splitlines() or ["no answer"])[-1]
+        return Capabilities(origin=f"{HAND_ORIGIN}; FlashInfer not importable here ({why})")
+    if kept:
+        try:
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            write_text_atomic(kept, json.dumps(answer) + "\n")
+        except OSError:
+            pass  # the answer is kept for speed only; this run has it either way
+    return Capabilities.from_dict(answer)
+
+
 def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,
                       timeout_s: float = PROBE_TIMEOUT_S, cache_dir: str | None = None) -> Capabilities:
     """FlashInfer's answers from a child process (`capability_probe.py`), with the checkout's
@@ -192,43 +275,13 @@ def load_capabilities(flashinfer_repo: str | None, python: str = sys.executable,
     of importing FlashInfer again in a child (seconds a run). The key holds everything the answer
     depends on, so a kept answer is never stale; it is not a measurement, and --no_cache (which
     re-times rows) leaves it in use."""
-    bench = os.path.join(os.path.abspath(os.path.expanduser(flashinfer_repo)), "benchmarks") \
-        if flashinfer_repo else ""
-    if bench and not os.path.isfile(os.path.join(bench, "flashinfer_benchmark.py")):
-        bench = ""
-    key = probe_key(bench, python) if cache_dir else None
-    kept = os.path.join(cache_dir, key + ".json") if cache_dir and key else ""
-    answer = _read_answer(kept) if kept else None
-    if answer is not None:
-        return Capabilities.from_dict(answer)
-    cmd = [python, "-m", "benchmark_model_kernels.cases.capability_probe"]
-    if bench:
-        cmd += ["--benchmarks_dir", bench]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (SCRIPTS_DIR, env.get("PYTHONPATH", "")) if p)
-    env.setdefault("FLASHINFER_NO_DOWNLOAD", "1")
+    probe = start_probe(flashinfer_repo, python, timeout_s, cache_dir)
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
-                             cwd=bench or None)
-    except (OSError, subprocess.SubprocessError) as e:
-        return Capabilities(origin=f"{HAND_ORIGIN}; the FlashInfer probe did not run: "
-                                   f"{type(e).__name__}: {e}")
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    try:
-        answer = json.loads(lines[-1]) if lines else {}
-    except ValueError:
-        answer = {}
-    if answer.get("error") or not answer.get("origin"):
-        why = answer.get("error") or (out.stderr.strip().splitlines() or ["no answer"])[-1]
-        return Capabilities(origin=f"{HAND_ORIGIN}; FlashInfer not importable here ({why})")
-    if kept:
-        try:
-            os.makedirs(os.path.dirname(kept), exist_ok=True)
-            write_text_atomic(kept, json.dumps(answer) + "\n")
-        except OSError:
-            pass  # the answer is kept for speed only; this run has it either way
-    return Capabilities.from_dict(answer)
+        return probe.result()
+    finally:
+        probe.close()
 
 
-__all__ = ["Capabilities", "HAND", "HAND_ORIGIN", "PROBED_CCS", "Support", "default_answer_dir", "load_capabilities",
+__all__ = ["Capabilities", "HAND", "HAND_ORIGIN", "PROBED_CCS", "PendingProbe", "Support", "default_answer_dir",
+           "load_capabilities", "start_probe",
            "probe_key"]

@@ -84,6 +84,11 @@ class RunSettings:
     "timed", only M, the one bucket the timed call reads (run/argv.py tuning_buckets); "all", its
     own buckets 1, 2, 4, ... up to the case's M. A results.json without the field was "all"
     (SETTINGS_BEFORE_RECORDED)."""
+    autotune_tactics: int = 8
+    """cuDNN tactics FlashInfer's autotuner profiles per GEMM shape (--autotune_tactics): the
+    first N execution plans in cuDNN's own heuristic order (run/argv.py tactic_cap); 0 profiles
+    every plan, as FlashInfer alone does. A results.json without the field profiled every plan
+    (SETTINGS_BEFORE_RECORDED)."""
     allow_cuda_events: bool = False
     """Accept rows timed with CUDA events when CUPTI is unavailable (otherwise they are failed)."""
     case_timeout: float = 600.0
@@ -135,8 +140,8 @@ class RunSettings:
 UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes", "attention", "kv_lens", "prefill_lens",
                     "kv_dtypes", "page_size", "attention_fill")
 #: What a results.json written before a setting was recorded was run with: --autotune_buckets
-#: came in with "all" as its only behaviour.
-SETTINGS_BEFORE_RECORDED: dict[str, Any] = {"autotune_buckets": "all"}
+#: came in with "all" as its only behaviour, --autotune_tactics with 0 (every cuDNN plan).
+SETTINGS_BEFORE_RECORDED: dict[str, Any] = {"autotune_buckets": "all", "autotune_tactics": 0}
 
 
 def timing_settings(settings: RunSettings) -> dict[str, Any]:

@@ -43,6 +43,29 @@ def tuning_buckets(case: Case, settings: RunSettings) -> tuple[int, ...] | None:
     return (case.physical.m,) if isinstance(case.physical, GemmShape) and case.physical.m > 0 else None
 
 
+#: Driver backends whose FlashInfer runners offer cuDNN execution plans as autotuner tactics
+#: (CudnnBf16GemmRunner, CudnnFp8GemmRunner, ... in flashinfer/gemm/gemm_base.py: every plan that
+#: heur_mode A and FALLBACK give, each with its knobs, built and profiled one after another).
+CUDNN_TACTIC_BACKENDS = ("cudnn",)
+
+
+def tactic_cap(case: Case, settings: RunSettings) -> int | None:
+    """How many cuDNN tactics the autotuner may profile for a driver case (--autotune_tactics),
+    or None: no cap (autotuning off, "all", or a backend that offers no cuDNN plans).
+
+    cuDNN's heuristics return its execution plans best-first, and FlashInfer's runners offer them
+    in that order (_cudnn_graph_engine_knob_tactics walks the plans by index), so the first N are
+    the ones cuDNN itself ranks highest; profiling each costs a graph build and a timed loop, about
+    1.8 s a cuDNN row with one bucket (examples/h200/sweep_speed/README.md). The worker keeps the
+    first N of what the runner offers (worker.py _tactic_cap_scope); the row's note says how many
+    of how many were profiled."""
+    if not settings.autotune or settings.autotune_tactics <= 0 or case.backend not in CUDNN_TACTIC_BACKENDS:
+        return None
+    if case.routine in ATTENTION_ROUTINES:
+        return None
+    return settings.autotune_tactics
+
+
 def case_settings(case: Case, settings: RunSettings) -> RunSettings:
     """The run's settings for one case: CUDA graphs on for a "graph" case, off for an "eager" one."""
     return dataclasses.replace(settings, cuda_graph=case.mode != "eager")
@@ -75,4 +98,4 @@ def driver_argv(case: Case, settings: RunSettings) -> list[str]:
     return argv
 
 
-__all__ = ["TUNED_AT_M", "case_settings", "driver_argv", "tuning_buckets"]
+__all__ = ["CUDNN_TACTIC_BACKENDS", "TUNED_AT_M", "case_settings", "driver_argv", "tactic_cap", "tuning_buckets"]

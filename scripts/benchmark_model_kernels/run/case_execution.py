@@ -20,7 +20,7 @@ from ..core.case_schema import Case
 from ..core.results_schema import Row, RunSettings
 from ..kernels.timing import sum_percentiles
 from . import jit_warmup, roofline
-from .argv import case_settings, driver_argv, tuning_buckets
+from .argv import case_settings, driver_argv, tactic_cap, tuning_buckets
 from .cache import ResultCache
 from .driver_fills import GPU_FILL_MIN_NUMEL
 from .flags import Gpu, RunRequest
@@ -145,6 +145,9 @@ class CaseExecutor:
             buckets = tuning_buckets(case, settings)
             if buckets:
                 req["tuning_buckets"] = list(buckets)
+            cap = tactic_cap(case, settings)
+            if cap:
+                req["tactic_cap"] = cap
             if case.kind == "attention" and settings.attention_fill == "gpu":
                 req["gpu_fill_min_numel"] = GPU_FILL_MIN_NUMEL
         else:

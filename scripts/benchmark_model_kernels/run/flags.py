@@ -137,6 +137,13 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         "instead of 10); 'all', FlashInfer's own buckets 1, 2, 4, ... up to M, as its driver does, "
         "e.g. --autotune_buckets all to tune as the driver alone would.")
     g.add_argument(
+        "--autotune_tactics", metavar="N", default=str(RunSettings.autotune_tactics),
+        help="cuDNN tactics FlashInfer's autotuner profiles per GEMM shape: the first N execution "
+        f"plans in cuDNN's own heuristic order (default {RunSettings.autotune_tactics}; cuDNN offers "
+        "dozens per shape, each built and profiled), e.g. --autotune_tactics all to profile every "
+        "plan as FlashInfer alone does. A row tuned under a cap says so in its note. An "
+        "--autotune_cache shared between settings keeps the tactic found first.")
+    g.add_argument(
         "--case_timeout", type=float, default=RunSettings.case_timeout, metavar="SECONDS",
         help="Kill a case (and its worker) after this many seconds, e.g. --case_timeout 300; the "
         f"case is failed, the rest go on (default {RunSettings.case_timeout:g}; the first case of "
@@ -222,7 +229,19 @@ def check_settings(args: argparse.Namespace) -> None:
         raise UsageError("--case_timeout", args.case_timeout,
                          "must be a positive, finite number of seconds, e.g. --case_timeout 300")
     modes_of(args)
+    autotune_tactics(args)
     check_sweep(sweep_from_args(args))
+
+
+def autotune_tactics(args: argparse.Namespace) -> int:
+    """--autotune_tactics as RunSettings holds it: N >= 1, or 0 for "all"; raises UsageError."""
+    value = str(getattr(args, "autotune_tactics", RunSettings.autotune_tactics)).strip()
+    if value == "all":
+        return 0
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError("--autotune_tactics", value, "must be a whole number of at least 1 or 'all', "
+                         "e.g. --autotune_tactics 8 or --autotune_tactics all")
+    return int(value)
 
 
 def sweep_from_args(args: argparse.Namespace) -> AttentionSweep:
@@ -264,6 +283,7 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
         autotune=not args.no_autotune,
         autotune_cache=os.path.abspath(cache),
         autotune_buckets=getattr(args, "autotune_buckets", RunSettings.autotune_buckets),
+        autotune_tactics=autotune_tactics(args),
         allow_cuda_events=args.allow_cuda_events,
         case_timeout=float(args.case_timeout),
         attention=sweep.enabled,

@@ -282,6 +282,17 @@ def _lost_reason(reply: WorkerReply, log_text: str) -> str:
     return f"{reply.lost}; last output: {last}" if last else reply.lost
 
 
+def tactic_cap_note(answer: dict[str, Any]) -> str:
+    """The row's note on a capped cuDNN tactic search (worker.py _tactic_cap_scope), or ""."""
+    if answer.get("tactic_cap_missing"):
+        return "every cuDNN tactic profiled: this FlashInfer's autotuner has no tactic filter for --autotune_tactics"
+    cut = answer.get("tactic_cap") or []
+    if not cut:
+        return ""
+    parts = ", ".join(f"{kept} of {offered}" for _op, _runner, kept, offered in cut)
+    return f"autotuned over the first {parts} cuDNN tactics (cuDNN's heuristic order; --autotune_tactics)"
+
+
 def pick_row(csv_rows: list[dict[str, str]], backend: str) -> dict[str, str]:
     """The CSV row of `backend` (the driver suffixes "_autotune"); the first row otherwise."""
     for row in csv_rows:
@@ -303,7 +314,7 @@ def classify_driver_case(
         log_text = log_text.rsplit(RETRY_MARKER, 1)[1]
     caveat = "; ".join(x for x in (
         "not autotuned: the driver cannot autotune this backend" if ans.get("autotune_dropped") else "",
-        fill_note(ans.get("gpu_fills") or [])) if x)
+        tactic_cap_note(ans), fill_note(ans.get("gpu_fills") or [])) if x)
     if csv_rows:
         row = pick_row(csv_rows, backend)
         try:

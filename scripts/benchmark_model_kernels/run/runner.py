@@ -24,13 +24,13 @@ from typing import Callable, Iterable, TextIO
 
 from ..cases import build as case_building
 from ..cases.attention import DEFAULT_SWEEP, AttentionSweep, mark_unfit
-from ..cases.capabilities import HAND, Capabilities, default_answer_dir, load_capabilities
+from ..cases.capabilities import HAND, Capabilities, PendingProbe, default_answer_dir, load_capabilities, start_probe
 from ..core.case_schema import Case
 from ..core.errors import UsageError, cli_main
 from ..core.files import disk_full_as_usage_error, write_text_atomic
 from ..core.plan_schema import Plan
 from ..core.results_schema import RESULTS_JSON, Row, derived_run_id, load_results
-from . import phases
+from . import lifetime, phases
 from .case_execution import CaseExecutor, annotate
 from .flags import Gpu, RunRequest, validate_args
 from .gpu_fanout import run_on_every_gpu
@@ -65,6 +65,21 @@ def kept_capabilities(flashinfer_repo: str | None) -> Capabilities:
     """The run's probe: FlashInfer's answer, kept per build, driver checkout and probe code in the
     per-user cache folder (`load_capabilities`)."""
     return load_capabilities(flashinfer_repo, cache_dir=default_answer_dir())
+
+
+def start_kept_capabilities(flashinfer_repo: str | None) -> PendingProbe:
+    """`kept_capabilities`, started: the probe child (seconds when FlashInfer's answer is not kept
+    yet) runs while the caller plans, and dies with this process however it ends (the kernel's
+    parent-death signal, lifetime.set_parent_death_signal: planning ends at once on a stop signal
+    with os._exit, which runs no cleanup). The caller closes it when it will not wait for it."""
+    parent = os.getpid()
+
+    def die_with_the_run() -> None:
+        lifetime.set_parent_death_signal()
+        if os.getppid() != parent:  # the run ended before the signal was asked for
+            os._exit(1)
+
+    return start_probe(flashinfer_repo, cache_dir=default_answer_dir(), preexec_fn=die_with_the_run)
 
 
 def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: Iterable[str] | None,
@@ -283,7 +298,8 @@ def _write_report(report: ReportWriter, workdir: str, progress: TextIO) -> None:
 
 
 def run_from_args(args: argparse.Namespace, plan: Plan, *, environment: EnvironmentProbe,
-                  report: ReportWriter | None = None, resume_may_start_fresh: bool = False) -> int:
+                  report: ReportWriter | None = None, resume_may_start_fresh: bool = False,
+                  capabilities: CapabilityProbe = kept_capabilities) -> int:
     """Run (or dry-run) `plan` as the parsed flags say; returns the exit code (prints usage errors
     as one `error:` line and returns 2 itself, so callers need no try/except).
     `resume_may_start_fresh`: this is one run of a sweep resumed with --resume; without a
@@ -291,7 +307,8 @@ def run_from_args(args: argparse.Namespace, plan: Plan, *, environment: Environm
     if (resume_may_start_fresh and args.resume and args.workdir
             and not os.path.isfile(os.path.join(args.workdir, RESULTS_JSON))):
         args = argparse.Namespace(**{**vars(args), "resume": False})  # not started yet: fresh
-    return cli_main(lambda: run_from_request(validate_args(args), plan, environment=environment, report=report))
+    return cli_main(lambda: run_from_request(validate_args(args), plan, environment=environment, report=report,
+                                             capabilities=capabilities))
 
 
 def run_from_request(request: RunRequest, plan: Plan, *, environment: EnvironmentProbe,
@@ -327,6 +344,7 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
 __all__ = [
     "CapabilityProbe",
     "kept_capabilities",
+    "start_kept_capabilities",
     "ReportWriter",
     "Runner",
     "exit_code",

@@ -10,12 +10,15 @@ Protocol (one JSON object per line):
   parent -> stdin:       {"job": "driver"|"torch"|"quant", "case_id", "log_path", "csv_path",
                           "argv": [...driver argv...], "case": {...}, "settings": {...},
                           "tuning_buckets": [M] (driver cases whose autotuner tunes on M: argv.py),
+                          "tactic_cap": N (cuDNN driver cases: at most N tactics profiled, argv.py),
                           "gpu_fill_min_numel": N (attention driver cases: their large K/V draws
                           made on the GPU, driver_fills.py; absent: the driver's own fill),
                           "deadline_s": seconds after which the worker ends itself (optional)}
   worker -> answer fd:   {"case_id", "elapsed_s", "exception", "systemexit", "unsupported",
                           "measurement", "warnings", "autotune_dropped", "poisoned",
                           "bench_calls" (driver cases: driver_capture.py),
+                          "tactic_cap" ([[op, runner, kept, offered]] where tactics were cut),
+                          "tactic_cap_missing" (a FlashInfer whose autotuner has no filter hook),
                           "gpu_fills" (the draws made on the GPU, when there were any)}
 The driver prints to stdout/stderr, so both fds are redirected (os.dup2, which also catches native
 output such as JIT builds and faulthandler tracebacks) into the case's log file while it runs; the
@@ -102,13 +105,71 @@ def _tuning_scope(buckets: list[int] | None) -> Any:
     return autotune(False, tuning_buckets=tuple(buckets))
 
 
+class _CappedTactics:
+    """FlashInfer's autotuner tactic filter (AutoTuner._blocklist: every list of tactics a runner
+    offers passes through its `filter(custom_op, runner, tactics)` before profiling, in
+    choose_one and in the tuning-config path; release-v0.6.17, -v0.6.18 and main), wrapped so a
+    cuDNN runner's list is cut to its first `cap` entries after the blocklist has had its say.
+    `capped` counts what was cut: {(op, runner): (kept, offered)}."""
+
+    def __init__(self, inner: Any, cap: int) -> None:
+        self._inner, self._cap = inner, cap
+        self.capped: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def filter(self, custom_op: str, runner: Any, tactics: list[Any]) -> list[Any]:
+        tactics = self._inner.filter(custom_op, runner, tactics)
+        name = type(runner).__name__
+        if not name.startswith("Cudnn") or len(tactics) <= self._cap:
+            return tactics
+        self.capped[(custom_op, name)] = (self._cap, len(tactics))
+        print(f"[bmk-worker] {custom_op} {name}: profiling the first {self._cap} of {len(tactics)} "
+              "cuDNN tactics (cuDNN's heuristic order; --autotune_tactics all profiles every one)")
+        return tactics[:self._cap]
+
+    def __getattr__(self, name: str) -> Any:  # load(), the blocklist's other methods
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def _tactic_cap_scope(cap: int | None, out: dict[str, Any]) -> Any:
+    """FlashInfer's autotuner with at most `cap` cuDNN tactics profiled per shape for one driver
+    call (argv.tactic_cap), or unchanged. `out["tactic_cap"]` gets what was cut ([[op, runner,
+    kept, offered], ...]); a FlashInfer without the filter hook gets `tactic_cap_missing` and
+    profiles every tactic."""
+    if not cap:
+        yield
+        return
+    try:
+        import flashinfer.autotuner as autotuner_module
+    except ImportError:  # no FlashInfer here (a stand-in driver): nothing is autotuned
+        yield
+        return
+    try:
+        tuner = autotuner_module.AutoTuner.get()
+        inner = tuner._blocklist
+    except AttributeError:
+        print("[bmk-worker] this FlashInfer's autotuner has no tactic filter: every cuDNN tactic profiled")
+        out["tactic_cap_missing"] = True
+        yield
+        return
+    wrapped = _CappedTactics(inner, cap)
+    tuner._blocklist = wrapped
+    try:
+        yield
+    finally:
+        tuner._blocklist = inner
+        if wrapped.capped:
+            out["tactic_cap"] = [[op, runner, kept, offered] for (op, runner), (kept, offered)
+                                 in sorted(wrapped.capped.items())]
+
+
 def _fill_scope(min_numel: int | None) -> Any:
     """The attention routines' large K/V draws made on the GPU (driver_fills.py), or a no-op."""
     return gpu_fills(min_numel) if min_numel else contextlib.nullcontext([])
 
 
 def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None = None,
-                     gpu_fill_min_numel: int | None = None) -> dict[str, Any]:
+                     gpu_fill_min_numel: int | None = None, cap: int | None = None) -> dict[str, Any]:
     fb, fbu = _import_driver()
     try:
         args = fb.parse_args(list(argv))
@@ -119,9 +180,10 @@ def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None =
     with open(csv_path, "w") as f:
         f.write(",".join(fbu.full_output_columns) + "\n")
     fills: list[DeviceFill] = []
+    capped: dict[str, Any] = {}
     try:
-        with _tuning_scope(buckets), capture_bench_calls(count_eager_launches=True) as calls, \
-                _fill_scope(gpu_fill_min_numel) as fills:
+        with _tuning_scope(buckets), _tactic_cap_scope(cap, capped), \
+                capture_bench_calls(count_eager_launches=True) as calls, _fill_scope(gpu_fill_min_numel) as fills:
             fb.run_test(args)
         out: dict[str, Any] = {"bench_calls": calls}
     except SystemExit as e:  # a routine calling sys.exit must not end the worker
@@ -132,6 +194,7 @@ def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None =
         print(f"[ERROR] Error: {e}")
         traceback.print_exc()
         out = {"exception": f"{type(e).__name__}: {e}"}
+    out.update(capped)
     if fills:
         out["gpu_fills"] = [f.to_json() for f in fills]
     return out
@@ -140,8 +203,8 @@ def _run_driver_once(argv: list[str], csv_path: str, buckets: list[int] | None =
 def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
     argv = list(req["argv"])
     csv_path = req["csv_path"]
-    buckets = req.get("tuning_buckets")
-    out = _run_driver_once(argv, csv_path, buckets, req.get("gpu_fill_min_numel"))
+    buckets, cap = req.get("tuning_buckets"), req.get("tactic_cap")
+    out = _run_driver_once(argv, csv_path, buckets, req.get("gpu_fill_min_numel"), cap)
     if "bench_calls" not in out or "--autotune" not in argv or _csv_has_rows(csv_path):
         return out
     # The driver DROPS a backend it cannot autotune ("[INFO] <b> backend does not support
@@ -155,7 +218,7 @@ def _run_driver_case(req: dict[str, Any], log_offset: int) -> dict[str, Any]:
         return out
     print(RETRY_MARKER)
     out = _run_driver_once([a for a in argv if a != "--autotune"], csv_path, buckets,
-                           req.get("gpu_fill_min_numel"))
+                           req.get("gpu_fill_min_numel"), cap)
     out["autotune_dropped"] = True
     return out
 
