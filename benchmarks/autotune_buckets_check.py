@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,53 @@ BACKENDS = ("cudnn", "cublaslt", "cublas")
 #: A row agrees when its medians differ by at most this, or one lies in the other's p10-p90.
 MEDIAN_TOLERANCE = 0.05
 META_KEYS = ("_metadata", "_generation", "_records")
+#: Seconds a pass stopped at --limit_s has to save its rows after SIGTERM before its group is killed.
+STOP_GRACE_S = 30.0
+
+
+def call_within(cmd: list[str], limit_s: float) -> tuple[int, bool]:
+    """(exit code, stopped): `cmd` in its own process group; at `limit_s` the group gets SIGTERM
+    (the tool saves the rows it has), and SIGKILL after STOP_GRACE_S, so no pass outlives the check."""
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    try:
+        return proc.wait(timeout=max(limit_s, 1.0)), False
+    except subprocess.TimeoutExpired:
+        print(f"pass over --limit_s={limit_s:g}: stopping it", file=sys.stderr, flush=True)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            return proc.wait(timeout=STOP_GRACE_S), True
+        except subprocess.TimeoutExpired:
+            return _kill_group(proc), True
+    except BaseException:
+        _kill_group(proc)
+        raise
+
+
+def _kill_group(proc: subprocess.Popen) -> int:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return proc.wait()
+
+
+def read_cache(path: str) -> dict[str, Any]:
+    """An autotune cache's contents; {} when the pass saved none (stopped before its first save)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def read_rows(workdir: str) -> tuple[list[dict[str, Any]], Any]:
+    """(rows, timings) of `workdir`/results.json; ([], None) when the pass wrote none."""
+    try:
+        with open(os.path.join(workdir, "results.json")) as f:
+            results = json.load(f)
+    except (OSError, ValueError):
+        return [], None
+    return results.get("rows", []), results.get("timings")
 
 
 def sweep_cmd(args: argparse.Namespace, workdir: str, *flags: str) -> list[str]:
@@ -60,12 +108,11 @@ def run(label: str, args: argparse.Namespace, buckets: str) -> dict[str, Any]:
                     "--cache", os.path.join(out, f"{label}_result_cache"))
     print(f"[{label}] {' '.join(cmd)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
-    rc = subprocess.call(cmd, timeout=args.limit_s)
+    rc, stopped = call_within(cmd, args.limit_s)
     wall = time.monotonic() - t0
-    with open(os.path.join(workdir, "results.json")) as f:
-        results = json.load(f)
-    return {"label": label, "buckets": buckets, "exit_code": rc, "wall_s": round(wall, 1),
-            "timings": results.get("timings"), "rows": results["rows"],
+    rows, timings = read_rows(workdir)
+    return {"label": label, "buckets": buckets, "exit_code": rc, "stopped_at_limit": stopped,
+            "wall_s": round(wall, 1), "timings": timings, "rows": rows,
             "cache": os.path.join(out, f"{label}_autotune_cache.json")}
 
 
@@ -126,10 +173,7 @@ def comparison(all_cache: str, timed_cache: str, a: list[dict[str, Any]], b: lis
                ) -> dict[str, Any]:
     """The record's comparison of the `all` and `timed` runs: their autotune cache files (each
     read once) and their rows."""
-    with open(all_cache) as f:
-        default = json.load(f)
-    with open(timed_cache) as f:
-        timed = json.load(f)
+    default, timed = read_cache(all_cache), read_cache(timed_cache)
     compared, tactics = tactic_differences(default, timed)
     return {"tactics_compared": compared, "tactic_differences": tactics, "row_differences": row_differences(a, b),
             "control": control(default, timed, a, b)}
@@ -182,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(args.out)
     if args.prewarm:
-        subprocess.call(sweep_cmd(args, os.path.join(os.path.abspath(args.out), "prewarm"), "--no_autotune",
-                                  "--no_check", "--no_cache"), timeout=args.limit_s)
+        call_within(sweep_cmd(args, os.path.join(os.path.abspath(args.out), "prewarm"), "--no_autotune",
+                              "--no_check", "--no_cache"), args.limit_s)
     default = run("all", args, "all")
     timed = run("timed", args, "timed")
     record = {"model": args.model, "ms": args.ms, "prewarm": args.prewarm,
@@ -191,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
               **comparison(default["cache"], timed["cache"], default["rows"], timed["rows"])}
     for r in (default, timed):
         cases = ((r["timings"] or {}).get("phases_s") or {}).get("cases")
-        print(f"{r['label']}: {r['wall_s']:.0f} s wall, cases {cases} s, exit {r['exit_code']}")
-    return write_record(args.out, record)
+        stopped = f", stopped at --limit_s={args.limit_s:g}" if r["stopped_at_limit"] else ""
+        print(f"{r['label']}: {r['wall_s']:.0f} s wall, cases {cases} s, exit {r['exit_code']}{stopped}")
+    rc = write_record(args.out, record)
+    return 1 if any(r["stopped_at_limit"] for r in (default, timed)) else rc
 
 
 def write_record(out: str, record: dict[str, Any]) -> int:

@@ -26,13 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from autotune_buckets_check import MEDIAN_TOLERANCE, row_differences, tactic_differences  # noqa: E402
+from autotune_buckets_check import (  # noqa: E402
+    MEDIAN_TOLERANCE,
+    call_within,
+    read_cache,
+    read_rows,
+    row_differences,
+    tactic_differences,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = "all"
@@ -58,12 +64,11 @@ def run(args: argparse.Namespace, cap: str) -> dict[str, Any]:
                     "--cache", os.path.join(out, f"{label}_result_cache"))
     print(f"[{label}] {' '.join(cmd)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
-    rc = subprocess.call(cmd, timeout=args.limit_s)
+    rc, stopped = call_within(cmd, args.limit_s)
     wall = time.monotonic() - t0
-    with open(os.path.join(out, label, "results.json")) as f:
-        results = json.load(f)
-    return {"label": label, "autotune_tactics": cap, "exit_code": rc, "wall_s": round(wall, 1),
-            "timings": results.get("timings"), "rows": results["rows"], "cache": cache}
+    rows, timings = read_rows(os.path.join(out, label))
+    return {"label": label, "autotune_tactics": cap, "exit_code": rc, "stopped_at_limit": stopped,
+            "wall_s": round(wall, 1), "timings": timings, "rows": rows, "cache": cache}
 
 
 def slower_rows(full: list[dict[str, Any]], capped: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,11 +99,7 @@ def ratios(full: list[dict[str, Any]], capped: list[dict[str, Any]]) -> dict[str
 
 def comparison(full: dict[str, Any], capped: dict[str, Any]) -> dict[str, Any]:
     """One capped run against the full search: rows, slower rows, ratios, tactics."""
-    with open(full["cache"]) as f:
-        full_cache = json.load(f)
-    with open(capped["cache"]) as f:
-        capped_cache = json.load(f)
-    compared, tactics = tactic_differences(full_cache, capped_cache)
+    compared, tactics = tactic_differences(read_cache(full["cache"]), read_cache(capped["cache"]))
     return {"label": capped["label"], "row_differences": row_differences(full["rows"], capped["rows"]),
             "slower": slower_rows(full["rows"], capped["rows"]), "ratio": ratios(full["rows"], capped["rows"]),
             "tactics_compared": compared, "tactic_differences": tactics}
@@ -135,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(args.out)
     if args.prewarm:
-        subprocess.call(sweep_cmd(args, os.path.join(os.path.abspath(args.out), "prewarm"), "--no_autotune",
-                                  "--no_check", "--no_cache"), timeout=args.limit_s)
+        call_within(sweep_cmd(args, os.path.join(os.path.abspath(args.out), "prewarm"), "--no_autotune",
+                              "--no_check", "--no_cache"), args.limit_s)
     full = run(args, FULL)
     capped = [run(args, c) for c in args.caps]
     record = {"model": args.model, "ms": args.ms, "prewarm": args.prewarm,
@@ -144,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
               "comparisons": [comparison(full, c) for c in capped]}
     for r in (full, *capped):
         cases = ((r["timings"] or {}).get("phases_s") or {}).get("cases")
-        print(f"{r['label']}: {r['wall_s']:.0f} s wall, cases {cases} s, exit {r['exit_code']}")
-    return write_record(args.out, record)
+        stopped = f", stopped at --limit_s={args.limit_s:g}" if r["stopped_at_limit"] else ""
+        print(f"{r['label']}: {r['wall_s']:.0f} s wall, cases {cases} s, exit {r['exit_code']}{stopped}")
+    rc = write_record(args.out, record)
+    return 1 if any(r["stopped_at_limit"] for r in (full, *capped)) else rc
 
 
 def write_record(out: str, record: dict[str, Any]) -> int:
