@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import time
 
 from support import ROOT
@@ -83,10 +84,23 @@ def _running(pid):
 def test_a_pass_over_its_limit_is_stopped_with_its_whole_group_and_reported(tmp_path, monkeypatch):
     # The pass ignores SIGTERM and leaves a child behind it: the check kills the whole group after
     # the grace and returns (the signal's exit code, stopped) instead of a TimeoutExpired traceback.
+    # Its limit is reached only once the child is up (the pid file written), never by the clock.
     monkeypatch.setattr(check, "STOP_GRACE_S", 0.2)
     pid_file = tmp_path / "child.pid"
+
+    class LimitOnceChildIsUp(subprocess.Popen):
+        def wait(self, timeout=None):
+            if timeout is not None and timeout > check.STOP_GRACE_S:
+                for _ in range(600):
+                    if pid_file.exists() and pid_file.read_text().endswith("\n"):
+                        break
+                    time.sleep(0.05)
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            return super().wait(timeout)
+
+    monkeypatch.setattr(check.subprocess, "Popen", LimitOnceChildIsUp)
     script = f"trap '' TERM; sleep 600 & echo $! > {pid_file}; wait"
-    rc, stopped = check.call_within(["bash", "-c", script], 3.0)
+    rc, stopped = check.call_within(["bash", "-c", script], 60.0)
     assert stopped and rc == -9
     child = int(pid_file.read_text())
     for _ in range(200):  # a killed orphan may linger as a zombie until it is reaped; poll up to 20 s
@@ -95,6 +109,7 @@ def test_a_pass_over_its_limit_is_stopped_with_its_whole_group_and_reported(tmp_
         time.sleep(0.1)
     else:
         raise AssertionError(f"the pass's child {child} outlived the check")
+    monkeypatch.undo()
     assert check.call_within(["bash", "-c", "exit 3"], 60.0) == (3, False)
 
 
