@@ -58,14 +58,14 @@ def on_device(monkeypatch):
 
 
 def test_carried_tables_are_the_installed_vllms():
-    spec = importlib.util.spec_from_file_location("vllm_moe_configs",
-                                                  os.path.join(ROOT, "benchmarks", "vllm_moe_configs.py"))
+    spec = importlib.util.spec_from_file_location("vllm_tile_tables",
+                                                  os.path.join(ROOT, "benchmarks", "vllm_tile_tables.py"))
     assert spec and spec.loader
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     version, tables = script.shipped_tables()
     with open(mt._TABLES, encoding="utf-8") as f:
-        assert f.read() == script.render(version, tables), "run benchmarks/vllm_moe_configs.py"
+        assert f.read() == script.render(version, tables), "run benchmarks/vllm_tile_tables.py"
     import vllm
 
     assert mt.tables_vllm_version() == vllm.__version__

@@ -158,7 +158,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 quant="fp8_per_tensor_static",
                 cc_note="trtllm-gen low-latency GEMM is Blackwell-only"),
     # Block-128 FP8 (128x128 weight blocks, 1x128 activation groups: DeepSeek-V3 / Qwen3-FP8
-    # checkpoints): vLLM's w8a8_block_fp8_matmul algorithm in this tool's Triton code.
+    # checkpoints): vLLM's w8a8_triton_block_scaled_mm algorithm in this tool's Triton code, with vLLM's tiles.
     BackendSpec("gemm", "fp8", "triton.block_fp8_mm", TRITON, "block128", min_cc=_TRITON_FP8,
                 source="triton: FP8 tl.dot needs SM 8.9+", quant="fp8_per_group_128"),
     # FlashInfer's groupwise-scaled FP8 GEMM (CUTLASS; 1x128 activation groups, 128x128 weight

@@ -11,12 +11,14 @@
   here, what vLLM would run with a tuned config file. Per-tensor FP8 computes its activation scale
   per call where the case's format is dynamic (vLLM's online fp8_per_tensor); a block-128
   checkpoint whose scales the shard cannot hold runs vLLM's refined blocks.
-* "triton.block_fp8_mm" (GEMM; fp8 block128): vLLM's `w8a8_block_fp8_matmul` algorithm
-  (`kernels/triton_fp8_gemm.py`), the last fallback of vLLM's block-FP8 linear chain on Hopper.
+* "triton.block_fp8_mm" (GEMM; fp8 block128): vLLM's `w8a8_triton_block_scaled_mm` algorithm
+  (`kernels/triton_fp8_gemm.py`), the last fallback of vLLM's block-FP8 linear chain on Hopper,
+  with vLLM's tiles for the shape on this GPU (its shipped table, else its default config:
+  vllm_rules/block_fp8_gemm.py), as vLLM runs it.
 
 The kernel-only row takes activations already quantized as its scheme needs; the `.q` twin adds
-that quantization, timed by `quant_timing`. Searched tiles (the tuned MoE rows, the block-FP8 GEMM)
-are searched per shape once and cached beside the autotuner cache (`<autotune_cache>.triton/`), so
+that quantization, timed by `quant_timing`. Searched tiles (the tuned MoE rows) are searched per
+shape once and cached beside the autotuner cache (`<autotune_cache>.triton/`), so
 a warm run does not search again.
 """
 
@@ -30,6 +32,7 @@ from ..cases.backends import tuned_tiles
 from ..cases.kernel_limits import TRITON_MOE_ACTIVATIONS
 from ..core.case_schema import Case, GemmShape, MoeShape
 from ..core.results_schema import RunSettings
+from ..vllm_rules import block_fp8_gemm
 from ..vllm_rules.moe_triton import square_block_for_shard
 from . import correctness
 from .timing import Measurement, UnsupportedCase, bench
@@ -170,12 +173,12 @@ def _run_block_gemm(case: Case, settings: RunSettings) -> Measurement:
     assert isinstance(shape, GemmShape)
     p = g.BlockFp8Problem(shape.m, shape.n, shape.k)
     inputs = g.build_inputs(p, "cuda")
-    gpu, triton_version = _gpu_key()
-    key = g.config_cache_key(gpu, p.m, p.n, p.k, triton_version)
-    return _time_tuned(settings, key, lambda c: g.make_block_fp8_gemm(p, inputs, c),
-                       lambda: g.config_space(p.m), g.check_config,
-                       (case, "FP32 product of the same block-quantized inputs, dequantized "
-                              "(triton_fp8_gemm.reference)", lambda: g.reference(p, inputs)))
+    gpu, _ = _gpu_key()
+    tiles = block_fp8_gemm.vllm_tiles(p.m, p.n, p.k, gpu)
+    return _time_config(settings, lambda c: g.make_block_fp8_gemm(p, inputs, c), g.check_config(tiles.config),
+                        f"vLLM's tiles, {tiles.describe()}",
+                        (case, "FP32 product of the same block-quantized inputs, dequantized "
+                               "(triton_fp8_gemm.reference)", lambda: g.reference(p, inputs)))
 
 
 def run_case(case: Case, settings: RunSettings) -> Measurement:

@@ -20,7 +20,8 @@ The key is the SHA-256 of a JSON record of:
            correctness check); not the autotune cache's path, the case timeout, nor which
            other modes the run has
   code     for the jobs this tool times itself (torch, triton, quant) a digest of that timing
-           code, so a change to it re-times them; FlashInfer's code is named by the machine's
+           code (for triton also vLLM's tile tables and their readers in vllm_rules/), so a
+           change to it re-times them; FlashInfer's code is named by the machine's
            wheel and checkout versions
 so lm_head at the same per-rank shape is timed once for every model and layout that has it.
 
@@ -67,11 +68,15 @@ DERIVED_FIELDS = ("activation_quant",)
 REQUIRED_MACHINE = ("gpu", "compute_capability", "driver", "torch")
 #: Modules (under kernels/) whose code times the jobs this tool runs itself.
 TIMING_CODE = {
-    "torch": ("timing.py", "torch_ops.py"),
-    "quant": ("timing.py", "quant_timing.py"),
-    "triton": ("timing.py", "triton_ops.py", "triton_tuning.py", "triton_fp8_gemm.py", "triton_moe"),
+    "torch": ("kernels/timing.py", "kernels/torch_ops.py"),
+    "quant": ("kernels/timing.py", "kernels/quant_timing.py"),
+    # The Triton rows also run the tiles vLLM's tables pick (vllm_rules/), so a new table re-times them.
+    "triton": ("kernels/timing.py", "kernels/triton_ops.py", "kernels/triton_tuning.py",
+               "kernels/triton_fp8_gemm.py", "kernels/triton_moe", "vllm_rules/moe_triton.py",
+               "vllm_rules/moe_config_files.py", "vllm_rules/moe_triton_configs.json",
+               "vllm_rules/block_fp8_gemm.py", "vllm_rules/block_fp8_gemm_configs.json"),
 }
-_KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: How torch_ops, triton_ops and quant_timing end a case when torch sees no CUDA device.
 NO_GPU_SEEN = "needs a CUDA GPU; none is visible"
 #: Outcome fields that are results Row fields of the same name (the rest: `check`, whose keys are).
@@ -121,7 +126,7 @@ def code_digest(job: str) -> str:
     """Digest of the code that times `job` in this tool ("" for the driver's jobs)."""
     if job not in TIMING_CODE:
         return ""
-    return digest_files(python_files(_KERNELS_DIR, TIMING_CODE[job]), _KERNELS_DIR)
+    return digest_files(python_files(_PACKAGE_DIR, TIMING_CODE[job]), _PACKAGE_DIR)
 
 
 def key_record(machine: dict[str, Any], case: Case, job: str, settings: RunSettings, code: str

@@ -360,8 +360,9 @@ def classify_driver_case(
 #:   median_us, std_us  float, microseconds
 #:   timer              "cupti", "cuda_events" or "cuda_graph": what produced the numbers
 #:   note               remarks joined with "; ", for the row's reason: what the timed op did
-#:                      (kernels/triton_ops.py `_time_tuned`: "tiles from the cache: <tiles>" or
-#:                      "tiles searched over N configs: <tiles>"; kernels/torch_ops.py MoE: "no
+#:                      (kernels/triton_ops.py: "vLLM's tiles, <their source>: <tiles>", or for a
+#:                      tuned row "tiles from the cache: <tiles>" or "tiles searched over N
+#:                      configs: <tiles>"; kernels/torch_ops.py MoE: "no
 #:                      (token, expert) pair of the seeded routing reached this rank's ..."), and
 #:                      last, from `timing.bench`, FlashInfer's CUPTI-fallback warning, which is
 #:                      evidence for the timer, not a remark (`split_measurement_note`)

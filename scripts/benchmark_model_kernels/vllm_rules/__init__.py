@@ -12,8 +12,9 @@ per-rank heads, head sizes and window), `quant_config` (the FP8 scheme of a chec
 family), `moe_triton` (the tiles vLLM's Triton fused MoE picks, from its shipped tables carried in
 `moe_triton_configs.json`, and the FP8 block shape it refines a checkpoint's blocks to for a TP
 shard), `moe_config_files` (vLLM's tuned fused-MoE files: their names with the GPU as vLLM spells
-it, their layout, the nearest-key lookup, get_default_config, its tuner's keys and space). They
-read only the schemas
+it, their layout, the nearest-key lookup, get_default_config, its tuner's keys and space),
+`block_fp8_gemm` (the tiles vLLM's Triton block-FP8 dense GEMM picks, from its shipped tables
+carried in `block_fp8_gemm_configs.json`, else its default config). They read only the schemas
 (`core/plan_schema.py`, `core/case_schema.py`) and are documented in references/sharding.md and
 references/padding.md.
 """

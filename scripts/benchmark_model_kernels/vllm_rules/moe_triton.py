@@ -8,7 +8,7 @@ receives). When vLLM ships `configs/<get_config_file_name(E, N, dtype, block_sha
 the M key nearest M is taken, else `get_default_config`; the file name, the nearest-key rule and
 the default config are `moe_config_files.py`'s. No `VLLM_TUNED_CONFIG_FOLDER`, no override config,
 `VLLM_BATCH_INVARIANT` off, CUDA (not ROCm). The shipped tables for NVIDIA GPUs are carried in
-`moe_triton_configs.json` (written from an installed vLLM by benchmarks/vllm_moe_configs.py), so
+`moe_triton_configs.json` (written from an installed vLLM by benchmarks/vllm_tile_tables.py), so
 the GPU machine picks vLLM's tiles without vLLM, from its own device name; a table this file does
 not carry is one vLLM does not ship.
 
