@@ -32,11 +32,12 @@ import argparse
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from process_group import call_within  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: FlashInfer's GEMM backends on sm_90 whose rows the autotuner tunes (mm_bf16, bmm_fp8).
@@ -44,36 +45,6 @@ BACKENDS = ("cudnn", "cublaslt", "cublas")
 #: A row agrees when its medians differ by at most this, or one lies in the other's p10-p90.
 MEDIAN_TOLERANCE = 0.05
 META_KEYS = ("_metadata", "_generation", "_records")
-#: Seconds a pass stopped at --limit_s has to save its rows after SIGTERM before its group is killed.
-STOP_GRACE_S = 30.0
-
-
-def call_within(cmd: list[str], limit_s: float) -> tuple[int, bool]:
-    """(exit code, stopped): `cmd` in its own process group; at `limit_s` the group gets SIGTERM
-    (the tool saves the rows it has), and SIGKILL after STOP_GRACE_S, so no pass outlives the check."""
-    proc = subprocess.Popen(cmd, start_new_session=True)
-    try:
-        return proc.wait(timeout=max(limit_s, 1.0)), False
-    except subprocess.TimeoutExpired:
-        print(f"pass over --limit_s={limit_s:g}: stopping it", file=sys.stderr, flush=True)
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            return proc.wait(timeout=STOP_GRACE_S), True
-        except subprocess.TimeoutExpired:
-            return _kill_group(proc), True
-    except BaseException:
-        _kill_group(proc)
-        raise
-
-
-def _kill_group(proc: subprocess.Popen) -> int:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return proc.wait()
-
-
 def read_cache(path: str) -> dict[str, Any]:
     """An autotune cache's contents; {} when the pass saved none (stopped before its first save)."""
     try:

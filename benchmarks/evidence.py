@@ -59,6 +59,9 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = os.path.join(ROOT, "benchmarks", "evidence")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from process_group import kill_group, stop_group  # noqa: E402
 
 from benchmark_model_kernels.core.errors import OneLineArgumentParser, UsageError, cli_main  # noqa: E402
 
@@ -206,13 +209,6 @@ def _raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
 @dataclass(frozen=True)
 class Ended:
     rc: int
@@ -235,20 +231,11 @@ def _run_shell(script: str, limit_s: float, step: Step, env: dict[str, str], log
         except Interrupted as e:
             interrupted = str(e)
         if timed_out or interrupted:
-            _stop(proc, step)
+            stop_group(proc, SIGNALS[step.signal], step.grace_s)
         # Whatever the step left running in its group (a background job) ends with it.
-        _kill_group(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid, signal.SIGKILL)
     rc = proc.returncode
     return Ended(rc=128 - rc if rc < 0 else rc, timed_out=timed_out, interrupted=interrupted)
-
-
-def _stop(proc: subprocess.Popen, step: Step) -> None:
-    _kill_group(proc.pid, SIGNALS[step.signal])
-    try:
-        proc.wait(timeout=step.grace_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @dataclass(frozen=True)

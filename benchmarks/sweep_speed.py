@@ -44,11 +44,13 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from process_group import Interrupted, call_within  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_S = {"cold": 150.0, "warm": 30.0, "cached": 10.0, "models": 900.0,
@@ -72,7 +74,6 @@ BUNDLED_MODELS = ("deepseek-v3", "gpt-oss-120b", "kimi-k2", "llama-3.1-70b", "ll
                   "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-8b")
 #: Where FlashInfer and Triton keep what they compiled: whether a run was cold for JIT too.
 JIT_CACHES = ("~/.cache/flashinfer", "~/.triton/cache")
-STOP_GRACE_S = 30.0
 
 
 def readme_argv(label: str, args: argparse.Namespace) -> list[str]:
@@ -109,19 +110,6 @@ def _jit_caches() -> dict[str, bool]:
         return os.path.isdir(path) and any(os.scandir(path))
 
     return {p: filled(p) for p in JIT_CACHES}
-
-
-def _wait(proc: subprocess.Popen, limit: float) -> tuple[int, bool]:
-    """(exit code, stopped): SIGTERM at `limit` (the run saves its rows), SIGKILL after a grace."""
-    try:
-        return proc.wait(timeout=max(limit, 1.0)), False
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout=STOP_GRACE_S), True
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait(), True
 
 
 def _payloads(workdirs: list[str]) -> dict[str, dict[str, Any] | None]:
@@ -177,8 +165,8 @@ def run_once(label: str, args: argparse.Namespace, limit: float, earlier: dict[s
         # to be sampled), as collapsed stacks a flame-graph tool or `sort | uniq` reads.
         cmd = [args.py_spy, "record", "--subprocesses", "--nonblocking", "--rate", "50", "--format", "raw",
                "-o", os.path.join(os.path.abspath(args.out), f"profile_{label}.txt"), "--", *cmd]
-    proc = subprocess.Popen(cmd, env=env)
-    rc, stopped = _wait(proc, limit)
+    # In a process group of its own, stopped with it at the limit: the tool's workers too.
+    rc, stopped = call_within(cmd, limit, env=env)
     wall = time.monotonic() - t0
     workdirs = _workdirs(label, args)
     payloads = _payloads(workdirs)
@@ -272,7 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     for i, label in enumerate(order):
         left = args.budget_s - (time.monotonic() - t_start)
         limit = left - sum(RESERVE_S[later] for later in order[i + 1:])
-        runs.append(run_once(label, args, limit, earlier.get(label)))
+        try:
+            runs.append(run_once(label, args, limit, earlier.get(label)))
+        except Interrupted as e:
+            print(f"interrupted by {e} during the {label} run, which was stopped with its workers; "
+                  "no record written", file=sys.stderr)
+            return 128 + signal.SIGTERM
     by_label = {r["label"]: r for r in runs}
     if "cached" in by_label:
         check_cached(by_label["cached"], args)

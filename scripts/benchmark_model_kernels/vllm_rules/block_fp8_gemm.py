@@ -16,12 +16,9 @@ one vLLM does not ship.
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from . import moe_config_files as files
 
@@ -32,16 +29,9 @@ BLOCK_SHAPE = files.FP8_BLOCK_SHAPE
 _TABLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "block_fp8_gemm_configs.json")
 
 
-@functools.cache
-def _carried() -> dict[str, Any]:
-    with open(_TABLES, encoding="utf-8") as f:
-        doc: dict[str, Any] = json.load(f)
-    return doc
-
-
 def tables_vllm_version() -> str:
     """The vLLM release the carried tables were copied from."""
-    return str(_carried()["vllm_version"])
+    return str(files.carried_tables(_TABLES)["vllm_version"])
 
 
 def config_file_name(n: int, k: int, device_name: str, block_shape: tuple[int, int] = BLOCK_SHAPE) -> str:
@@ -66,11 +56,7 @@ def default_config(block_shape: tuple[int, int] = BLOCK_SHAPE) -> dict[str, int]
 def shipped_table(file_name: str) -> tuple[tuple[int, dict[str, int]], ...] | None:
     """vLLM's shipped table of that name as (M key, config) in the file's order; None when vLLM
     ships none."""
-    rows = _carried()["files"].get(file_name)
-    if rows is None:
-        return None
-    return tuple((int(row[0]), dict(zip(CONFIG_KEYS, (int(v) for v in row[1:7]), strict=True)))
-                 for row in rows)
+    return files.carried_table(_TABLES, file_name)
 
 
 @dataclass(frozen=True)

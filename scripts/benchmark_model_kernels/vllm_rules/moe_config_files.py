@@ -28,6 +28,7 @@ rules here are vLLM 0.33.0's, each restated from its source:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from itertools import product
@@ -183,6 +184,30 @@ def tuner_space(block_shape: Sequence[int] | None = None) -> list[dict[str, int]
     return space
 
 
+@functools.cache
+def carried_tables(path: str) -> dict[str, Any]:
+    """A file of vLLM's shipped tile tables as benchmarks/vllm_tile_tables.py writes it
+    ({"vllm_version", "source", "row", "files": {file name: [[M, six tile values(, {other keys})]]}})."""
+    with open(path, encoding="utf-8") as f:
+        doc: dict[str, Any] = json.load(f)
+    return doc
+
+
+def carried_table(path: str, file_name: str) -> tuple[tuple[int, dict[str, int]], ...] | None:
+    """The shipped table `file_name` of the carried file at `path` as (M key, config) in the
+    table's order (any other launch key of an entry in its config); None when vLLM ships none."""
+    rows = carried_tables(path)["files"].get(file_name)
+    if rows is None:
+        return None
+    out = []
+    for row in rows:
+        config = dict(zip(TILE_KEYS, (int(v) for v in row[1:7]), strict=True))
+        if len(row) > 7:
+            config.update({str(k): int(v) for k, v in row[7].items()})
+        out.append((int(row[0]), config))
+    return tuple(out)
+
+
 __all__ = [
     "FP8_BLOCK_SHAPE",
     "SCHEME_FILE_KEYS",
@@ -190,6 +215,8 @@ __all__ = [
     "TRITON_VERSION_KEY",
     "TUNER_BATCH_SIZES",
     "TUNER_RANGES",
+    "carried_table",
+    "carried_tables",
     "config_file_doc",
     "config_file_name",
     "config_file_text",

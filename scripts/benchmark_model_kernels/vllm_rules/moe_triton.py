@@ -22,12 +22,9 @@ vLLM's Triton MoE consumes; with no such block vLLM refuses the shard
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from . import moe_config_files as files
 
@@ -38,16 +35,9 @@ FP8_W8A8 = "fp8_w8a8"
 _TABLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "moe_triton_configs.json")
 
 
-@functools.cache
-def _carried() -> dict[str, Any]:
-    with open(_TABLES, encoding="utf-8") as f:
-        doc: dict[str, Any] = json.load(f)
-    return doc
-
-
 def tables_vllm_version() -> str:
     """The vLLM release the carried tables were copied from."""
-    return str(_carried()["vllm_version"])
+    return str(files.carried_tables(_TABLES)["vllm_version"])
 
 
 @dataclass(frozen=True)
@@ -97,16 +87,7 @@ def config_file_name(call: TritonMoeCall, device_name: str) -> str:
 def shipped_table(file_name: str) -> tuple[tuple[int, dict[str, int]], ...] | None:
     """vLLM's shipped table of that name as (M key, config) in the file's order; None when vLLM
     ships none (the carried tables hold every NVIDIA table a BF16 or FP8 W8A8 row can ask for)."""
-    rows = _carried()["files"].get(file_name)
-    if rows is None:
-        return None
-    out = []
-    for row in rows:
-        config = dict(zip(CONFIG_KEYS, (int(v) for v in row[1:7]), strict=True))
-        if len(row) > 7:
-            config.update({str(k): int(v) for k, v in row[7].items()})
-        out.append((int(row[0]), config))
-    return tuple(out)
+    return files.carried_table(_TABLES, file_name)
 
 
 def default_config(call: TritonMoeCall) -> dict[str, int]:
