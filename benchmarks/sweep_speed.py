@@ -18,7 +18,8 @@ README_FULL; only --flashinfer_repo and --workdir are this command's), a README 
   readme_full_cold      step 5, the full run, after it (as a README user comes to it)
   readme_plumbing_warm  step 4 again into a new workdir, the machine warm, with --no_cache: every row
                         timed again (as written, the result cache would copy them all: `cached`)
-  readme_full_warm      step 5 likewise (its new workdir autotunes again, as the command does)
+  readme_full_warm      step 5 likewise (its new workdir reuses the tuning the cold run kept per
+                        user, in <out>/user_cache, as the command does)
 A readme run (or models) given alone with --runs, whose workdir and record are in --out already, is
 continued with --resume and its parts' wall times add up, so that one longer than a device call
 can be finished by the next call on the same machine.
@@ -96,8 +97,8 @@ def run_argv(label: str, args: argparse.Namespace, resume: bool = False) -> list
         flags = ["--autotune_cache", os.path.join(out, "models_autotune_cache.json"),
                  "--cache", os.path.join(out, "models_result_cache")]
         return [*args.models, "--tp", "1", *common, *flags, *(["--resume"] if resume else [])]
-    if label == "cold":
-        flags = ["--no_cache"]
+    if label == "cold":  # its own file (not the per-user default), which warm then reads
+        flags = ["--autotune_cache", os.path.join(out, "cold", "autotune_cache.json"), "--no_cache"]
     else:  # warm fills the result cache that cached then reads
         flags = ["--autotune_cache", os.path.join(out, "cold", "autotune_cache.json"),
                  "--cache", os.path.join(out, "result_cache")]

@@ -78,7 +78,7 @@ class RunSettings:
     autotune: bool = True
     """FlashInfer autotuning before timing (--no_autotune turns it off)."""
     autotune_cache: str = ""
-    """Path of FlashInfer's --autotune_cache JSON (kept in the workdir by default)."""
+    """Path of FlashInfer's --autotune_cache JSON (by default per user and environment, run/tuning_cache.py)."""
     autotune_buckets: str = "timed"
     """Token counts FlashInfer's autotuner profiles for a GEMM driver case (--autotune_buckets):
     "timed", only M, the one bucket the timed call reads (run/argv.py tuning_buckets); "all", its

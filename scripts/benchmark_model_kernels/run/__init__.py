@@ -13,7 +13,8 @@ processes that run FlashInfer's own benchmark driver in-process (`argv` builds i
 GPU, `outcome` turns what came back into a row) and the tool's own
 kernels (`kernels/`); `devices` picks the GPUs, `sweep` names the sub-workdir of each run of a
 sweep, `launcher` runs a sweep locally or through Slurm, `cache` is the result cache shared
-across runs, `autotune_file` guards FlashInfer's autotune cache, `roofline` annotates each row.
+across runs, `autotune_file` guards FlashInfer's autotune cache, `tuning_cache` names the per-user one a run
+keeps its tuning in, `roofline` annotates each row.
 Out: `results.json`, read by `report/`. Beside the runs, `tune_moe` (scripts/tune_moe.py) writes
 vLLM's tuned fused-MoE config files for a layout's per-rank shapes: `tune_moe_shapes` (what it
 tunes: the plan's shapes, their files, vLLM's own tiles), `tune_moe_out` (the folder it writes:

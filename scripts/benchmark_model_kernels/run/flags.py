@@ -25,12 +25,11 @@ from ..core.gpu_specs import gpu_spec, known_names, looks_like_cc
 from ..core.results_schema import AUTOTUNE_BUCKETS, RESULTS_JSON, RunSettings
 from ..env.versions import flashinfer_wheel
 from . import devices
-from .autotune_file import foreign_reason, stale_reason
 from .cache import default_cache_dir
 from .driver_fills import GPU_FILL_MIN_NUMEL
 from .pool import has_driver
+from .tuning_cache import check_autotune_cache_is_flashinfers, settle_autotune_cache
 from .workdir import DEFAULT_AUTOTUNE_CACHE, check_resume_settings, check_workdir
-from .workdir_owner import OWN_NAMES
 
 #: M values (tokens per rank per step) swept when --ms is not given: the SKILL.md "balanced"
 #: sweep, decode (1, 8) to prefill-sized (512) steps.
@@ -128,8 +127,10 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         help="Skip FlashInfer's autotuner (default tactics; faster, usually slower kernels).")
     g.add_argument(
         "--autotune_cache", metavar="PATH", type=path_arg("--autotune_cache"),
-        help="FlashInfer autotuner cache to load and extend, e.g. --autotune_cache "
-        "runs/tuned.json to reuse tuning across workdirs (default <workdir>/autotune_cache.json).")
+        help="FlashInfer autotuner cache to load and extend, e.g. --autotune_cache runs/tuned.json "
+        "(default: one per user, GPU, FlashInfer and torch version, tactic cap and buckets, under "
+        "~/.cache/benchmark-model-kernels/autotune/, so a new workdir reuses earlier tuning; "
+        "<workdir>/autotune_cache.json where the GPU is not known here: --dry_run, --launcher slurm).")
     g.add_argument(
         "--autotune_buckets", choices=AUTOTUNE_BUCKETS, default=RunSettings.autotune_buckets,
         help="Token counts FlashInfer's autotuner profiles for a GEMM row: 'timed' (default), only "
@@ -356,12 +357,9 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         # A dry run too: its testlist.txt hands the path to the driver.
         check_autotune_cache_is_flashinfers(args.autotune_cache, [workdir, *workdirs])
     if not args.dry_run and not args.no_autotune:
-        # The given file, or each run's own (a sweep's runs each keep one in their workdir).
-        caches = [args.autotune_cache] if args.autotune_cache else [
-            os.path.join(os.path.abspath(w), DEFAULT_AUTOTUNE_CACHE) for w in dict.fromkeys([workdir, *workdirs])]
-        version = flashinfer_wheel()["version"]
-        for cache in caches:
-            check_autotune_cache(cache, given=bool(args.autotune_cache), gpu=gpu, flashinfer_version=version)
+        settings = settle_autotune_cache(settings, given=args.autotune_cache, resume=bool(args.resume),
+                                         workdirs=[workdir, *workdirs], gpu=gpu,
+                                         flashinfer_version=flashinfer_wheel()["version"])
     return RunRequest(
         ms=tuple(getattr(args, "ms", None) or DEFAULT_MS),
         dtypes=tuple(args.dtypes),
@@ -378,40 +376,6 @@ def validate_args(args: argparse.Namespace, workdirs: list[str] | None = None, *
         gpu_memory_bytes=gpu_memory,
         jit_warmup=not getattr(args, "no_jit_warmup", False),
     )
-
-
-def check_autotune_cache_is_flashinfers(path: str, workdirs: list[str]) -> None:
-    """Refuse (UsageError) an --autotune_cache that is not FlashInfer's own file (FlashInfer
-    replaces whatever is at the path when it saves: autotune_file.foreign_reason), or that takes
-    the name of a file a run writes in one of its `workdirs`. A path where nothing is yet is
-    taken: FlashInfer creates it."""
-    reason = foreign_reason(path)
-    if reason is None and os.path.basename(path) in OWN_NAMES and os.path.basename(path) != DEFAULT_AUTOTUNE_CACHE:
-        folder = os.path.dirname(os.path.abspath(path))
-        if any(os.path.abspath(w) == folder for w in workdirs):
-            reason = "is the name of a file the run writes in its --workdir"
-    if reason is None:
-        return
-    raise UsageError("--autotune_cache", path, f"{reason}; FlashInfer rewrites the file at this path, so "
-                     "give a new path (e.g. --autotune_cache ~/autotune/h200.json) or an autotune cache an "
-                     "earlier run saved, or leave the flag out (each run keeps its own in its --workdir)")
-
-
-def check_autotune_cache(path: str, *, given: bool, gpu: Gpu | None, flashinfer_version: str | None) -> None:
-    """Refuse an autotune cache FlashInfer would ignore and never save to (autotune_file.py): one
-    tuned by another FlashInfer version (`flashinfer_version`: the installed one) or on another
-    GPU. `given`: the path came from --autotune_cache (else it is the workdir's own, met again on
-    --resume)."""
-    version = flashinfer_version
-    reason = stale_reason(path, version, gpu[0] if gpu else None)
-    if reason is None:
-        return
-    fresh = f"{os.path.splitext(path)[0]}-{version or 'new'}.json"
-    fix = (f"give a new path for this environment, e.g. --autotune_cache {fresh}, or delete the "
-           "file to tune afresh") if given else (
-           "delete it (it is only the tuner's cache; the rows are in results.json) or pass "
-           "--autotune_cache with a new path")
-    raise UsageError("--autotune_cache", path, f"{reason}; {fix}")
 
 
 def _target_gpu(args: argparse.Namespace) -> Gpu | None:

@@ -24,7 +24,8 @@ Workdir contents:
   slurm_logs/           (--launcher slurm, a sweep's folder) each job's submitit logs
   combined_results.csv  derived from results.json at the end
   cases/<case_id>.csv   each driver case's raw CSV;  cases/worker.log  worker start-up output
-  autotune_cache.json   FlashInfer's autotuner cache (default location; --autotune_cache moves it)
+  autotune_cache.json   FlashInfer's autotuner cache where the GPU is not known here (else per user:
+                        run/tuning_cache.py; --autotune_cache moves it)
 """
 
 from __future__ import annotations
