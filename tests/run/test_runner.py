@@ -13,7 +13,14 @@ from dataclasses import replace
 import pytest
 
 from benchmark_model_kernels.core.errors import UsageError
-from benchmark_model_kernels.core.results_schema import CSV_COLUMNS, Row, RunSettings, load_results, rows_of
+from benchmark_model_kernels.core.results_schema import (
+    CSV_COLUMNS,
+    Row,
+    RunSettings,
+    load_results,
+    results_text,
+    rows_of,
+)
 from benchmark_model_kernels.run import case_execution, runner
 from benchmark_model_kernels.run.results_file import ResultsFile
 from helpers_runner import (
@@ -374,19 +381,23 @@ def test_a_with_quant_rows_spread_is_that_of_kernel_plus_quantization_sums():
         "spread_note": "no percentiles: the kernel part has no per-iteration times"}
 def test_results_text_is_the_json_of_the_payload_at_every_step(tmp_path):
     # results.json is written from cached row texts (it is rewritten after every case): the text
-    # must be exactly what json.dumps of the payload gives, rows or none, changed rows included.
+    # must be exactly results_text of the payload, rows or none, changed rows included, one row a line.
     cases = [gemm_case(512), gemm_case(VALUE_ERROR), moe_case(m=8)]
     header = {"schema_version": 1, "plan": {"nested": [1, {"a": "é"}]}, "notes": {"x": "y"}}
     r = ResultsFile(str(tmp_path), cases, header)
-    assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
+    assert r.payload_text() == results_text(r.payload()) and json.loads(r.payload_text()) == r.payload()
     rc, results, _, workdir = run_cases(tmp_path, cases)
     for row in rows_of(results):
         r.rows[row.case_id] = row
-        assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
+        assert r.payload_text() == results_text(r.payload())
     r.rows[cases[0].case_id] = replace(r.rows[cases[0].case_id], median_us=123.0, samples_us=[1.0, 2.5])
     assert json.loads(r.payload_text())["rows"][0]["median_us"] == 123.0
-    assert r.payload_text() == json.dumps(r.payload(), indent=1) + "\n"
-    assert open(os.path.join(workdir, "results.json")).read() == json.dumps(load_results(workdir), indent=1) + "\n"
+    assert r.payload_text() == results_text(r.payload()) and json.loads(r.payload_text()) == r.payload()
+    text = open(os.path.join(workdir, "results.json"), encoding="utf-8").read()
+    assert text == results_text(load_results(workdir))
+    lines = text.splitlines()
+    rows_at = lines.index(' "rows": [')
+    assert [json.loads(line.strip().rstrip(",")) for line in lines[rows_at + 1:-2]] == results["rows"]
 
 
 @pytest.mark.parametrize("devices", [None, ["0", "1"]])

@@ -226,6 +226,25 @@ def load_results(path: str) -> dict[str, Any]:
     return payload
 
 
+def row_text(row: dict[str, Any]) -> str:
+    """One row as results.json holds it: compact JSON on one line."""
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def results_text(payload: dict[str, Any]) -> str:
+    """results.json's text: its top-level members indented by one space, as json.dumps(indent=1)
+    writes them, except "rows", one compact row per line (a run's rows are most of the file, and
+    a line per row keeps a diff of two runs a diff of rows)."""
+    members = []
+    for key, value in payload.items():
+        if key == "rows":
+            text = ("[\n" + ",\n".join("  " + row_text(r) for r in value) + "\n ]") if value else "[]"
+        else:
+            text = json.dumps(value, indent=1).replace("\n", "\n ")
+        members.append(f" {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(members) + "\n}\n"
+
+
 def rows_of(results: dict[str, Any]) -> list[Row]:
     return [row_from_dict(r) for r in results.get("rows", [])]
 
@@ -280,7 +299,8 @@ def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:
     return buf.getvalue()
 
 
-__all__ = ["AUTOTUNE_BUCKETS", "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED", "timing_settings",
+__all__ = ["AUTOTUNE_BUCKETS", "results_text", "row_text", "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED",
+           "timing_settings",
            "settings_differences", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",
            "MODES", "CHECKS",
            "RunSettings", "Row", "JSON_ONLY_FIELDS", "RUN_COLUMNS", "ROW_COLUMNS", "CSV_COLUMNS", "ResultsError",

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.case_schema import Case
 from ..core.files import write_text_atomic
-from ..core.results_schema import RESULTS_CSV, RESULTS_JSON, Row, csv_text, run_facts
+from ..core.results_schema import RESULTS_CSV, RESULTS_JSON, Row, csv_text, row_text, run_facts
 
 
 class ResultsFile:
@@ -59,10 +59,10 @@ class ResultsFile:
         write_text_atomic(os.path.join(self.workdir, RESULTS_CSV), csv_text(self.ordered(), run_facts(self.payload())))
 
     def payload_text(self) -> str:
-        """json.dumps(self.payload(), indent=1) + newline, the text write_json_atomic writes, made
-        from each row's text cached when the row is recorded: results.json is rewritten after every
-        case, and re-encoding every row and the plan each time cost seconds per hundred cases
-        (quadratic in the cases) on a sweep of several hundred rows."""
+        """results_text(self.payload()) (core/results_schema.py), made from each row's text cached
+        when the row is recorded: results.json is rewritten after every case, and re-encoding every
+        row and the plan each time cost seconds per hundred cases (quadratic in the cases) on a
+        sweep of several hundred rows."""
         ordered = self.ordered()
         members = []
         for key, value in self._head(ordered).items():
@@ -71,15 +71,14 @@ class ResultsFile:
             else:
                 text = _indent(json.dumps(value, indent=1), " ")
             members.append(f" {json.dumps(key)}: {text}")
-        rows = ("[\n" + ",\n".join("  " + _indent(self._row_text(r), "  ") for r in ordered)
-                + "\n ]") if ordered else "[]"
+        rows = ("[\n" + ",\n".join("  " + self._row_text(r) for r in ordered) + "\n ]") if ordered else "[]"
         members.append(f' "rows": {rows}')
         return "{\n" + ",\n".join(members) + "\n}\n"
 
     def _row_text(self, row: Row) -> str:
         cached = self._row_texts.get(row.case_id)
         if cached is None or cached[0] is not row:
-            cached = (row, json.dumps(asdict(row), indent=1))
+            cached = (row, row_text(asdict(row)))
             self._row_texts[row.case_id] = cached
         return cached[1]
 
