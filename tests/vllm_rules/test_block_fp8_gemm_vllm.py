@@ -10,7 +10,6 @@ enough):
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
@@ -33,24 +32,18 @@ def _fp8_utils():
     return fp8_utils
 
 
-def test_carried_tables_are_the_installed_vllms():
-    spec = importlib.util.spec_from_file_location("vllm_tile_tables",
-                                                  os.path.join(ROOT, "benchmarks", "vllm_tile_tables.py"))
-    assert spec and spec.loader
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    version, tables = script.shipped_tables("block_fp8")
+def test_carried_tables_are_the_installed_vllms(tile_tables_script):
+    version, tables = tile_tables_script.shipped_tables("block_fp8")
     with open(bg._TABLES, encoding="utf-8") as f:
-        assert f.read() == script.render(version, tables, "block_fp8"), "run benchmarks/vllm_tile_tables.py"
+        assert f.read() == tile_tables_script.render(version, tables, "block_fp8"), \
+            "run benchmarks/vllm_tile_tables.py"
 
 
 @pytest.fixture
-def launched(monkeypatch):
+def launched(monkeypatch, vllm_device):
     """Set the device name vLLM's platform reports and catch the kernel launch: (set_name, run(m, n, k)
     -> the meta-parameters vLLM launched `_w8a8_triton_block_scaled_mm` with)."""
     import torch
-    from vllm.platforms import current_platform
-    from vllm.utils.platform_utils import get_device_name_as_file_name
 
     fp8_utils = _fp8_utils()
     seen: list[dict] = []
@@ -61,13 +54,8 @@ def launched(monkeypatch):
 
     monkeypatch.setattr(fp8_utils, "_w8a8_triton_block_scaled_mm", Catch())
 
-    def clear() -> None:
-        get_device_name_as_file_name.cache_clear()
-        fp8_utils.get_w8a8_block_fp8_configs.cache_clear()
-
     def set_name(name: str) -> None:
-        monkeypatch.setattr(current_platform, "get_device_name", lambda device_id=0: name)
-        clear()
+        vllm_device(name, fp8_utils.get_w8a8_block_fp8_configs)
 
     def run(m: int, n: int, k: int) -> dict:
         a = torch.empty(m, k, dtype=torch.float8_e4m3fn)
@@ -79,9 +67,7 @@ def launched(monkeypatch):
         (meta,) = seen
         return {key: meta[key] for key in bg.CONFIG_KEYS}
 
-    yield set_name, run
-    monkeypatch.undo()
-    clear()
+    return set_name, run
 
 
 def test_tiles_are_the_ones_vllm_launches(launched):

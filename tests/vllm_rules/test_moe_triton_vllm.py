@@ -8,7 +8,6 @@ tables for, and the FP8 block refinement. Needs vLLM importable (CPU is enough):
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from types import SimpleNamespace
 
@@ -38,34 +37,16 @@ def _fused_moe():
 
 
 @pytest.fixture
-def on_device(monkeypatch):
+def on_device(vllm_device):
     """Set the device name vLLM's platform reports (what get_config_file_name reads through the
     functools.cache'd get_device_name_as_file_name)."""
-    from vllm.platforms import current_platform
-    from vllm.utils.platform_utils import get_device_name_as_file_name
-
-    def clear() -> None:
-        get_device_name_as_file_name.cache_clear()
-        _fused_moe().get_moe_configs.cache_clear()
-
-    def set_name(name: str) -> None:
-        monkeypatch.setattr(current_platform, "get_device_name", lambda device_id=0: name)
-        clear()
-
-    yield set_name
-    monkeypatch.undo()
-    clear()
+    return lambda name: vllm_device(name, _fused_moe().get_moe_configs)
 
 
-def test_carried_tables_are_the_installed_vllms():
-    spec = importlib.util.spec_from_file_location("vllm_tile_tables",
-                                                  os.path.join(ROOT, "benchmarks", "vllm_tile_tables.py"))
-    assert spec and spec.loader
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    version, tables = script.shipped_tables()
+def test_carried_tables_are_the_installed_vllms(tile_tables_script):
+    version, tables = tile_tables_script.shipped_tables()
     with open(mt._TABLES, encoding="utf-8") as f:
-        assert f.read() == script.render(version, tables), "run benchmarks/vllm_tile_tables.py"
+        assert f.read() == tile_tables_script.render(version, tables), "run benchmarks/vllm_tile_tables.py"
     import vllm
 
     assert mt.tables_vllm_version() == vllm.__version__

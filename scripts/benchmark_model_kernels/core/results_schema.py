@@ -35,7 +35,7 @@ import os
 import re
 import secrets
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from .case_schema import DEFAULT_KV_LENS, KV_DTYPES, VLLM_BLOCK_SIZE, AttentionSweep
 from .plan_schema import PlanError, validate_plan_dict
@@ -231,18 +231,26 @@ def row_text(row: dict[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
 
 
+def member_text(value: Any) -> str:
+    """A top-level member's value as results.json holds it: json.dumps(indent=1), nested one
+    space deeper."""
+    return json.dumps(value, indent=1).replace("\n", "\n ")
+
+
+def assemble_results_text(members: Sequence[tuple[str, str]], row_texts: Sequence[str]) -> str:
+    """results.json's text from its top-level members' texts (member_text), in order, and its
+    rows' (row_text), which come last, one per line."""
+    rows = ("[\n" + ",\n".join("  " + t for t in row_texts) + "\n ]") if row_texts else "[]"
+    parts = [f" {json.dumps(key)}: {text}" for key, text in [*members, ("rows", rows)]]
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def results_text(payload: dict[str, Any]) -> str:
     """results.json's text: its top-level members indented by one space, as json.dumps(indent=1)
-    writes them, except "rows", one compact row per line (a run's rows are most of the file, and
-    a line per row keeps a diff of two runs a diff of rows)."""
-    members = []
-    for key, value in payload.items():
-        if key == "rows":
-            text = ("[\n" + ",\n".join("  " + row_text(r) for r in value) + "\n ]") if value else "[]"
-        else:
-            text = json.dumps(value, indent=1).replace("\n", "\n ")
-        members.append(f" {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(members) + "\n}\n"
+    writes them, then "rows", one compact row per line (a run's rows are most of the file, and a
+    line per row keeps a diff of two runs a diff of rows)."""
+    members = [(key, member_text(value)) for key, value in payload.items() if key != "rows"]
+    return assemble_results_text(members, [row_text(r) for r in payload.get("rows", [])])
 
 
 def rows_of(results: dict[str, Any]) -> list[Row]:
@@ -299,7 +307,8 @@ def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:
     return buf.getvalue()
 
 
-__all__ = ["AUTOTUNE_BUCKETS", "results_text", "row_text", "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED",
+__all__ = ["AUTOTUNE_BUCKETS", "assemble_results_text", "member_text", "results_text", "row_text",
+           "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED",
            "timing_settings",
            "settings_differences", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",
            "MODES", "CHECKS",

@@ -8,7 +8,6 @@ yet says so in notes["incomplete"].
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import asdict
@@ -16,7 +15,16 @@ from typing import Any
 
 from ..core.case_schema import Case
 from ..core.files import write_text_atomic
-from ..core.results_schema import RESULTS_CSV, RESULTS_JSON, Row, csv_text, row_text, run_facts
+from ..core.results_schema import (
+    RESULTS_CSV,
+    RESULTS_JSON,
+    Row,
+    assemble_results_text,
+    csv_text,
+    member_text,
+    row_text,
+    run_facts,
+)
 
 
 class ResultsFile:
@@ -64,16 +72,9 @@ class ResultsFile:
         row and the plan each time cost seconds per hundred cases (quadratic in the cases) on a
         sweep of several hundred rows."""
         ordered = self.ordered()
-        members = []
-        for key, value in self._head(ordered).items():
-            if key in self.header and key != "notes":
-                text = self._header_text(key)
-            else:
-                text = _indent(json.dumps(value, indent=1), " ")
-            members.append(f" {json.dumps(key)}: {text}")
-        rows = ("[\n" + ",\n".join("  " + self._row_text(r) for r in ordered) + "\n ]") if ordered else "[]"
-        members.append(f' "rows": {rows}')
-        return "{\n" + ",\n".join(members) + "\n}\n"
+        members = [(key, self._header_text(key) if key in self.header and key != "notes" else member_text(value))
+                   for key, value in self._head(ordered).items()]
+        return assemble_results_text(members, [self._row_text(r) for r in ordered])
 
     def _row_text(self, row: Row) -> str:
         cached = self._row_texts.get(row.case_id)
@@ -85,13 +86,8 @@ class ResultsFile:
     def _header_text(self, key: str) -> str:
         """A header member's JSON (the header is fixed once the run starts; notes are not)."""
         if key not in self._header_texts:
-            self._header_texts[key] = _indent(json.dumps(self.header[key], indent=1), " ")
+            self._header_texts[key] = member_text(self.header[key])
         return self._header_texts[key]
-
-
-def _indent(text: str, by: str) -> str:
-    """JSON text of a nested value: every line after its first indented `by` more."""
-    return text.replace("\n", "\n" + by)
 
 
 __all__ = ["ResultsFile"]
