@@ -12,11 +12,13 @@ caller's group (an evidence step's SIGKILL); so the kernel SIGKILLs it when the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
@@ -63,32 +65,44 @@ def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace_s: float
     return proc.returncode
 
 
-def wait_within(proc: subprocess.Popen, limit_s: float, *, sig: int = signal.SIGTERM,
-                grace_s: float = STOP_GRACE_S) -> tuple[int, bool]:
-    """(exit code, stopped) of `proc`, a group leader, waited for up to `limit_s` (at least 1 s),
-    then stopped with stop_group. An exception while waiting (KeyboardInterrupt, a signal handler's)
-    stops the group the same way before it propagates; a SIGTERM to the caller is raised as
-    Interrupted while it waits (in the main thread; the handler before is put back after)."""
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Interrupted inside the block (in the main thread; the handler before is put
+    back after)."""
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGTERM, _raise_interrupted) if main else None
     try:
-        return proc.wait(timeout=max(limit_s, 1.0)), False
-    except subprocess.TimeoutExpired:
-        return stop_group(proc, sig, grace_s), True
-    except BaseException:
-        stop_group(proc, sig, grace_s)
-        raise
+        yield
     finally:
         if main:
             signal.signal(signal.SIGTERM, before)
 
 
+def wait_within(proc: subprocess.Popen, limit_s: float, *, sig: int = signal.SIGTERM,
+                grace_s: float = STOP_GRACE_S) -> tuple[int, bool]:
+    """(exit code, stopped) of `proc`, a group leader, waited for up to `limit_s` (at least 1 s),
+    then stopped with stop_group. An exception while waiting (KeyboardInterrupt, a signal handler's)
+    stops the group the same way before it propagates; a SIGTERM to the caller is raised as
+    Interrupted while it waits."""
+    with _sigterm_raises():
+        try:
+            return proc.wait(timeout=max(limit_s, 1.0)), False
+        except subprocess.TimeoutExpired:
+            return stop_group(proc, sig, grace_s), True
+        except BaseException:
+            stop_group(proc, sig, grace_s)
+            raise
+
+
 def call_within(cmd: list[str], limit_s: float, *, sig: int = signal.SIGTERM, grace_s: float = STOP_GRACE_S,
                 **popen: Any) -> tuple[int, bool]:
     """(exit code, stopped): `cmd` started in a new process group (Popen keyword arguments
-    `popen`) that the kernel kills should the caller die, as wait_within waits for it."""
-    proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_stop_with_caller, **popen)
-    return wait_within(proc, limit_s, sig=sig, grace_s=grace_s)
+    `popen`) that the kernel kills should the caller die, as wait_within waits for it. SIGTERM
+    raises Interrupted from before the start, so one that comes while the child starts is not
+    lost."""
+    with _sigterm_raises():
+        proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_stop_with_caller, **popen)
+        return wait_within(proc, limit_s, sig=sig, grace_s=grace_s)
 
 
 __all__ = ["STOP_GRACE_S", "Interrupted", "call_within", "kill_group", "stop_group", "wait_within"]
