@@ -286,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
                 phases = ", ".join(f"{k} {v:.1f}" for k, v in t["phases_s"].items())
                 print(f"  {name}: {phases}; cases by job: "
                       + ", ".join(f"{j} {v['rows']} rows {v['s']:.1f} s" for j, v in t.get("cases_by_job", {}).items()))
+                costly = sorted((t.get("cases_by_backend") or {}).items(), key=lambda kv: -kv[1]["s"])[:8]
+                if costly:
+                    print("    costliest: " + ", ".join(
+                        f"{k} {v['rows']} rows {v['s']:.1f} s (first {v['first_s']:.1f})" for k, v in costly))
     print(f"record: {record_path}")
     return 0 if all(r["met"] for r in runs) else 1
 

@@ -124,7 +124,8 @@ def moe_cases(plan: Any, ms: Sequence[int], schemes: Sequence[str],
     from benchmark_model_kernels.kernels.triton_ops import scheme_of
 
     dtypes = sorted({dtype_of(s) for s in schemes}, key=("bf16", "fp8").index)
-    cases = [c for c in build_cases(plan, list(ms), dtypes, ["triton"], compute_capability)
+    cases = [c for c in build_cases(plan, list(ms), dtypes, ["triton"], compute_capability,
+                                     search_moe_tiles=True)
              if c.kind == "moe" and c.routine == "triton.fused_moe" and not c.with_quant
              and tuned_tiles(c.variant)]
     out = []

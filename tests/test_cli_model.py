@@ -246,6 +246,25 @@ def test_dry_run_can_assume_a_target_gpu(tmp_path, capsys):
     assert rc == 2 and "--assume_cc" in err
 
 
+def test_tuned_moe_rows_only_with_search_moe_tiles(tmp_path, capsys):
+    # By default the Triton fused-MoE rows run vLLM's own tiles; --search_moe_tiles adds each
+    # one's searched-tiles twin, and the run records which it planned.
+    rows = {}
+    for name, extra in (("plain", []), ("searched", ["--search_moe_tiles"])):
+        wd = tmp_path / name
+        rc, _, err = run(["qwen3-30b-a3b", "--ms", "8", "--no_attention", "--dry_run", "--assume_cc", "9.0",
+                          "--backends", "triton", "--workdir", str(wd)] + extra, capsys)
+        assert rc == 0, err
+        rows[name] = {c["case_id"] for c in json.load(open(wd / "cases.json"))["cases"]}
+    tuned = rows["searched"] - rows["plain"]
+    assert rows["plain"] < rows["searched"]
+    assert tuned == {"moe.experts.m8.bf16.triton.tuned", "moe.experts.m8.fp8.triton.per_tensor-tuned",
+                     "moe.experts.m8.fp8.triton.per_tensor-tuned.q", "moe.experts.m8.fp8.triton.per_token-tuned",
+                     "moe.experts.m8.fp8.triton.per_token-tuned.q", "moe.experts.m8.fp8.triton.block128-tuned",
+                     "moe.experts.m8.fp8.triton.block128-tuned.q"}, tuned
+    assert "moe.experts.m8.fp8.triton.per_token" in rows["plain"]
+
+
 # ------------------------------------------------------------------------------------------------
 # Bad input across all four CLIs: exactly one `error: <field>=<value>: <fix>` line, exit 2, nothing
 # printed on stdout (run flags are checked before the planning and preview), nothing written.

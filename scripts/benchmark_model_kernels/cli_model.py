@@ -359,11 +359,11 @@ def _run_on_slurm(args: argparse.Namespace, runs: list[tuple[str, Layout]], name
 
 
 def target_gpu_summary(plan, cc: tuple[int, int], ms, caps: Capabilities,
-                       attention: AttentionSweep = DEFAULT_SWEEP) -> str:
+                       attention: AttentionSweep = DEFAULT_SWEEP, search_moe_tiles: bool = False) -> str:
     """For the preview: per recipe (and per KV dtype for the attention cells), how many cells (case
     rows) the GPU of capability `cc` can run and how many are unsupported there, and the recipes
     that get no number at all."""
-    cases = build_cases(plan, list(ms), DTYPES, None, cc, caps, attention)
+    cases = build_cases(plan, list(ms), DTYPES, None, cc, caps, attention, search_moe_tiles)
     lines = [f"# on sm_{cc[0]}{cc[1]} (--assume_cc): cells per recipe, backend support from "
              f"{caps.origin}"]
     groups = [(dtype, [c for c in cases if c.dtype == dtype and c.kind != "attention"]) for dtype in DTYPES]
@@ -415,7 +415,8 @@ def _plan_and_run_with(args: argparse.Namespace, model: str, layout: Layout, wor
         print("\n".join(fit_lines(args, model, plan, sizes, where)))
     if args.print_only and getattr(args, "assume_cc", None):
         print(target_gpu_summary(plan, flags.parse_cc(args.assume_cc), args.ms,
-                                 load_capabilities(args.flashinfer_repo), flags.sweep_from_args(args)))
+                                 load_capabilities(args.flashinfer_repo), flags.sweep_from_args(args),
+                                 getattr(args, "search_moe_tiles", False)))
     sys.stdout.flush()
     if args.plan_json:
         write_plan_json(plan, args.plan_json)

@@ -216,8 +216,10 @@ def test_shapes_come_from_the_plan(plan):
 def test_only_the_tuned_twin_of_each_scheme_is_timed(plan):
     from benchmark_model_kernels.cases.build import build_cases
 
-    # the plan has both rows per scheme and M: vLLM's tiles (unlabelled) and the searched twin
-    variants = sorted(c.variant for c in build_cases(plan, [8], ["bf16", "fp8"], ["triton"], (9, 0))
+    # with --search_moe_tiles the plan has both rows per scheme and M: vLLM's tiles (unlabelled)
+    # and the searched twin
+    variants = sorted(c.variant for c in build_cases(plan, [8], ["bf16", "fp8"], ["triton"], (9, 0),
+                                                     search_moe_tiles=True)
                       if c.routine == "triton.fused_moe" and not c.with_quant)
     assert variants == ["", "block128", "block128-tuned", "per_tensor", "per_tensor-tuned",
                         "per_token", "per_token-tuned", "tuned"]

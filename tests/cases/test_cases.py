@@ -61,13 +61,20 @@ def flag(case: Case, name: str) -> str | None:
 # Counts, ids, order
 
 def test_case_count_and_ids_for_small_plan():
-    cases = build_cases(small_plan(), [1, 64])
+    cases = build_cases(small_plan(), [1, 64], search_moe_tiles=True)
     # Per M: GEMM bf16 7 + fp8 (8 kernels with the triton and FlashInfer block128 ones, each
     # with a twin) 16 + nvfp4 (4 + 4 twins) 8 = 31; MoE bf16 4 (triton with vLLM's tiles and
     # tuned, torch, cutlass) + fp8 (10 kernels: triton per_tensor/per_token/block128 with vLLM's
     # tiles and tuned, torch, cutlass, trtllm per-tensor and block128, each with a twin) 20 +
     # nvfp4 (4 kernels, 3 twins) 7 = 31.
     assert len(cases) == 2 * (31 + 31)
+    # Without --search_moe_tiles the tuned twins (bf16 1, fp8 3 each with a +quant twin) are left out
+    # and nothing else is.
+    default = [c.case_id for c in build_cases(small_plan(), [1, 64])]
+    left_out = [c.case_id for c in cases if c.case_id not in default]
+    assert len(default) == len(cases) - 2 * 7 and len(left_out) == 2 * 7
+    assert all(c.variant.endswith("tuned") for c in cases if c.case_id in left_out)
+    assert default == [c.case_id for c in cases if c.case_id not in left_out]
     ids = [c.case_id for c in cases]
     assert len(set(ids)) == len(ids)
     assert ids[:8] == [
@@ -118,7 +125,7 @@ def test_with_quant_twins_follow_their_base_case():
 
 
 def test_twins_exactly_where_kernels_take_quantized_activations():
-    cases = build_cases(small_plan(), [8])
+    cases = build_cases(small_plan(), [8], search_moe_tiles=True)
     twins = {(c.routine, c.dtype, c.variant) for c in cases if c.with_quant}
     assert twins == {
         ("torch._scaled_mm", "fp8", "per_tensor"), ("torch._scaled_mm", "fp8", "per_token"),
@@ -430,7 +437,8 @@ def test_every_row_says_what_it_times_on_hopper():
     from benchmark_model_kernels.cases.backends import tuned_tiles
     from benchmark_model_kernels.vllm_rules.dispatch import TIMED_LABELS
 
-    cases = build_cases(_with_scales(small_plan(), "dynamic"), [8], compute_capability=SM90)
+    cases = build_cases(_with_scales(small_plan(), "dynamic"), [8], compute_capability=SM90,
+                        search_moe_tiles=True)
     for c in cases:
         if c.kind == "attention":
             continue
@@ -484,7 +492,8 @@ def test_plan_from_shapes():
                                                                   ("b", 14336, 4096, 1)]
     assert plan.moe[0].layers == 1 and plan.ep == 1
     assert Plan.from_json(plan.to_json()) == plan
-    assert len(build_cases(plan, [1])) == 2 * 31 + 31
+    assert len(build_cases(plan, [1], search_moe_tiles=True)) == 2 * 31 + 31
+    assert len(build_cases(plan, [1])) == 2 * 31 + 31 - 7  # the 7 tuned MoE rows left out
     ep_plan = plan_from_shapes([], moe_entry(experts=32, global_experts=256))
     assert ep_plan.ep == 8 and ep_plan.gemms == ()
 

@@ -26,14 +26,16 @@ def test_phases_add_up_and_the_rest_is_other():
         time.sleep(0.02)
     clock.add("cases", 2.0)
     clock.add("cases", 1.0)
-    clock.add_job("driver", 0.75)
-    clock.add_job("driver", 0.25)
+    clock.add_job("driver", 0.75, "driver gemm cudnn fp8")
+    clock.add_job("driver", 0.25, "driver gemm cudnn fp8")
     clock.add_job("cache", 0.01)
     d = clock.as_dict()
     assert list(d["phases_s"]) == ["start-up", "plan", "cases"]  # the order a run passes them
     assert d["phases_s"]["cases"] == 3.0 and d["phases_s"]["start-up"] == 1.5
     assert 0.02 <= d["phases_s"]["plan"] < 1.0
     assert d["cases_by_job"] == {"cache": {"rows": 1, "s": 0.01}, "driver": {"rows": 2, "s": 1.0}}
+    # the worker's rows again by family; the first row carries the family's first-use costs
+    assert d["cases_by_backend"] == {"driver gemm cudnn fp8": {"rows": 2, "s": 1.0, "first_s": 0.75}}
     # The phases here claim more than the clock has run: nothing is left for "other".
     assert d["other_s"] == 0.0 and d["wall_s"] >= 1.5
     line = clock.line()
@@ -70,6 +72,8 @@ def test_a_run_records_its_timings_and_prints_them(tmp_path, monkeypatch):
     assert set(timings["phases_s"]) == {"environment", "cases"}
     assert timings["cases_by_job"]["driver"]["rows"] == 2
     assert timings["cases_by_job"]["decided"]["rows"] == 1
+    by_backend = timings["cases_by_backend"]
+    assert sum(v["rows"] for v in by_backend.values()) == 2 and all(k.startswith("driver gemm ") for k in by_backend)
     assert sum(v["s"] for v in timings["cases_by_job"].values()) <= timings["phases_s"]["cases"] + 1e-3
     assert progress.getvalue().splitlines()[-1].startswith("wall ")
     jsonschema = pytest.importorskip("jsonschema")

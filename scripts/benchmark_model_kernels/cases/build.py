@@ -170,7 +170,7 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
                 backends: Sequence[str] | None = None,
                 compute_capability: tuple[int, int] | None = None,
                 caps: Capabilities = HAND,
-                attention: AttentionSweep = DEFAULT_SWEEP) -> list[Case]:
+                attention: AttentionSweep = DEFAULT_SWEEP, search_moe_tiles: bool = False) -> list[Case]:
     """Every measurement to make for `plan` at token counts `ms`.
 
     One Case per (entry, M, dtype, backend[, variant][, with_quant]), ordered by plan order (GEMMs,
@@ -179,7 +179,8 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
     `backends=None` means all; `compute_capability=None` (no GPU, dry run) skips nothing for
     capability, but vLLM and shape limits still set `skip_reason`. `caps`: what the
     installed FlashInfer says about its backends (`capabilities.load_capabilities`); the hand
-    table answers without it.
+    table answers without it. `search_moe_tiles`: also the Triton MoE rows that search their tiles
+    (the `tuned` twins, backends.tuned_tiles; --search_moe_tiles).
     """
     check_filters(ms, dtypes, backends, caps)
     wanted = set(backends) if backends else None
@@ -234,6 +235,8 @@ def build_cases(plan: Plan, ms: Sequence[int], dtypes: Sequence[str] = DTYPES,
             for dtype in dtypes:
                 for spec in bk.specs_for("moe", dtype, caps):
                     if wanted is not None and spec.backend not in wanted:
+                        continue
+                    if not search_moe_tiles and bk.tuned_tiles(spec.variant):
                         continue
                     case_id = _case_id("moe", entry.name, m, dtype, spec.backend, spec.variant)
                     logical = MoeShape(m * entry.tokens_per_m, entry.hidden, entry.intermediate,

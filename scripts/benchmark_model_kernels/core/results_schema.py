@@ -113,6 +113,10 @@ class RunSettings:
     """Where the attention cases' K/V caches are drawn: "gpu", the driver's large draws made on the
     GPU (run/driver_fills.py); "cpu" (--attention_cpu_fill), on the CPU and copied, as FlashInfer's
     driver does. A results.json without the field drew on the CPU."""
+    search_moe_tiles: bool = False
+    """Triton fused-MoE rows also timed with tiles searched on this GPU, the `tuned` twins
+    (--search_moe_tiles): what vLLM runs with a tuned config file. A results.json without the field
+    planned them."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSettings:
@@ -134,11 +138,12 @@ class RunSettings:
 
 #: RunSettings fields that never change a row (where the autotuner keeps its file; how long a
 #: case may take before it is failed; the run's other timing modes: each case has its own).
-#: The attention sweep settings decide which cases exist, not how one is timed (its case carries
-#: its shape), so they are no part of a result-cache key either; nor is where the K/V cache's
-#: random values are drawn (the same distribution either way, the kernel reads the same bytes).
+#: The attention sweep settings and --search_moe_tiles decide which cases exist, not how one is
+#: timed (its case carries its shape and variant), so they are no part of a result-cache key
+#: either; nor is where the K/V cache's random values are drawn (the same distribution either
+#: way, the kernel reads the same bytes).
 UNTIMED_SETTINGS = ("autotune_cache", "case_timeout", "modes", "attention", "kv_lens", "prefill_lens",
-                    "kv_dtypes", "page_size", "attention_fill")
+                    "kv_dtypes", "page_size", "attention_fill", "search_moe_tiles")
 #: What a results.json written before a setting was recorded was run with: --autotune_buckets
 #: came in with "all" as its only behaviour, --autotune_tactics with 0 (every cuDNN plan).
 SETTINGS_BEFORE_RECORDED: dict[str, Any] = {"autotune_buckets": "all", "autotune_tactics": 0}

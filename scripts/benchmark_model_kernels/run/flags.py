@@ -104,6 +104,13 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, with_ms: bool = True) 
         help="Only these backends, e.g. --backends cudnn cublas torch (default: every backend "
         "planned for each recipe).")
     g.add_argument(
+        "--search_moe_tiles", action="store_true",
+        help="Also time each Triton fused-MoE row with tiles searched on this GPU (its `tuned` "
+        "twin, e.g. per_token-tuned beside per_token): what vLLM runs once a tuned config file "
+        "is loaded. Off by default: the unlabelled rows run vLLM's own tiles (its shipped file or "
+        "default config), and the search adds seconds to each row of a new shape. "
+        "scripts/tune_moe.py writes such files for vLLM.")
+    g.add_argument(
         "--num_iters", type=int, default=RunSettings.num_iters,
         help=f"Measured iterations per case, e.g. --num_iters 100 (default {RunSettings.num_iters}).")
     g.add_argument(
@@ -293,6 +300,7 @@ def settings_from_args(args: argparse.Namespace, workdir: str) -> RunSettings:
         kv_dtypes=sweep.kv_dtypes,
         page_size=sweep.page_size,
         attention_fill="cpu" if getattr(args, "attention_cpu_fill", False) else "gpu",
+        search_moe_tiles=getattr(args, "search_moe_tiles", False),
     )
 
 

@@ -14,7 +14,9 @@ Phases, in the order a run passes them:
   whose JIT caches have not built them (jit_warmup.py); inside "cases", which does not count it.
 - "cases": the timing loop, also split by how each row was obtained (`cases_by_job`: "driver",
   "torch", "triton", "quant" time on the GPU worker, "cache" for rows copied from the result
-  cache, "decided" for rows known unsupported before launch).
+  cache, "decided" for rows known unsupported before launch), and the worker's rows again by job,
+  kind, backend, recipe and variant (`cases_by_backend`, e.g. "driver gemm cudnn fp8": rows,
+  seconds, and the first row's seconds, where a family's first-use costs land).
 - "write": the final results.json and CSV.
 - "report": report.md and its figures.
 """
@@ -50,6 +52,7 @@ class PhaseClock:
         self.seconds: dict[str, float] = {}
         self.by_job: dict[str, float] = {}
         self.count_by_job: dict[str, int] = {}
+        self.by_backend: dict[str, dict[str, float]] = {}
         self._created = time.monotonic()
         self._open: list[str] = []
         if startup_s is not None:
@@ -80,10 +83,15 @@ class PhaseClock:
         if self._open:
             self.add(self._open[-1], -seconds)
 
-    def add_job(self, job: str, seconds: float) -> None:
-        """One row's time inside "cases", by how it was obtained."""
+    def add_job(self, job: str, seconds: float, group: str = "") -> None:
+        """One row's time inside "cases", by how it was obtained, and, for a row the worker timed,
+        by `group` ("driver gemm cudnn fp8": job, kind, backend, recipe, variant)."""
         self.by_job[job] = self.by_job.get(job, 0.0) + seconds
         self.count_by_job[job] = self.count_by_job.get(job, 0) + 1
+        if group:
+            g = self.by_backend.setdefault(group, {"rows": 0, "s": 0.0, "first_s": seconds})
+            g["rows"] += 1
+            g["s"] += seconds
 
     def wall_s(self) -> float:
         return self.seconds.get("start-up", 0.0) + (time.monotonic() - self._created)
@@ -100,6 +108,9 @@ class PhaseClock:
             "other_s": round(max(0.0, wall - sum(self.seconds.values())), 3),
             "cases_by_job": {j: {"rows": self.count_by_job[j], "s": round(self.by_job[j], 3)}
                              for j in sorted(self.by_job)},
+            "cases_by_backend": {k: {"rows": int(g["rows"]), "s": round(g["s"], 3),
+                                     "first_s": round(g["first_s"], 3)}
+                                 for k, g in sorted(self.by_backend.items())},
         }
 
     def line(self) -> str:

@@ -84,14 +84,15 @@ def start_kept_capabilities(flashinfer_repo: str | None) -> PendingProbe:
 
 def plan_cases(plan: Plan, ms: Iterable[int], dtypes: Iterable[str], backends: Iterable[str] | None,
                compute_capability: tuple[int, int] | None, modes: Iterable[str] = ("graph",),
-               caps: Capabilities = HAND, attention: AttentionSweep = DEFAULT_SWEEP) -> list[Case]:
+               caps: Capabilities = HAND, attention: AttentionSweep = DEFAULT_SWEEP,
+               search_moe_tiles: bool = False) -> list[Case]:
     """The plan's cases under these filters (build_cases, which also refuses duplicate case ids),
     each once per timing mode; a --backends value that matches no case is a UsageError naming the
     backends there are. `caps`: what the installed FlashInfer says about its backends;
-    `attention`: what the attention cases cover."""
+    `attention`: what the attention cases cover; `search_moe_tiles`: the Triton MoE `tuned` twins too."""
     ms = list(ms)
     built = case_building.build_cases(plan, ms, list(dtypes), list(backends) if backends else None,
-                                      compute_capability, caps, attention)
+                                      compute_capability, caps, attention, search_moe_tiles)
     if backends:
         seen = {c.backend for c in built}
         for b in backends:
@@ -185,7 +186,9 @@ class Runner:
             self._done += 1
             if how != "cache":  # a copied row says nothing of how long the timed ones take
                 self._estimator.record(case, time.monotonic() - started)
-            phases.clock().add_job(how, time.monotonic() - started)
+            group = (" ".join(x for x in (how, case.kind, case.backend, case.dtype, case.variant) if x)
+                     if how not in ("cache", "decided") else "")
+            phases.clock().add_job(how, time.monotonic() - started, group)
             left = [c for c in self._todo if c.case_id not in self.results.rows]
             print(progress_line(self._done, len(self._todo), case, row, time.monotonic() - self._t0,
                                 self._estimator.eta(left)), file=self.progress, flush=True)
@@ -321,7 +324,8 @@ def run_from_request(request: RunRequest, plan: Plan, *, environment: Environmen
     with phases.clock().phase("capabilities"):
         caps = capabilities(request.flashinfer_repo)
     cases = plan_cases(plan, request.ms, request.dtypes, request.backends, gpu[1] if gpu else None,
-                       request.settings.modes, caps, request.settings.attention_sweep)
+                       request.settings.modes, caps, request.settings.attention_sweep,
+                       request.settings.search_moe_tiles)
     if request.gpu_memory_bytes:
         cases = mark_unfit(cases, plan, request.dtypes, request.gpu_memory_bytes)
     if not cases:
