@@ -61,3 +61,41 @@ def test_a_model_sweep_draws_the_speedup_per_model_with_its_spread(tmp_path):
     value, low, high = sweep_speedup(a, "fp8.per_tensor", 64)
     assert value == 2.0 and low == 19.0 / 11.0 and high == 21.0 / 9.0
     assert sweep_speedup(b, "fp8.per_tensor", 64)[1] < 1.0 < sweep_speedup(b, "fp8.per_tensor", 64)[2]  # a tie
+
+
+def test_figures_drawn_side_by_side_are_the_files_drawn_one_after_another(tmp_path, monkeypatch):
+    from benchmark_model_kernels.report import figures
+
+    dirs = []
+    for name, fp8_us in (("model-a", 5.0), ("model-b", 9.0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(_sweep_run(name, 10.0, fp8_us, 0.5)))
+        dirs.append(str(tmp_path / name))
+    side_by_side = open(write_report(dirs, str(tmp_path / "par"))).read()
+    monkeypatch.setattr(figures, "MAX_DRAWERS", 1)
+    in_turn = open(write_report(dirs, str(tmp_path / "ser"))).read()
+    assert side_by_side == in_turn
+    names = sorted(os.listdir(tmp_path / "ser"))
+    assert sorted(os.listdir(tmp_path / "par")) == names and len([n for n in names if n.endswith(".png")]) >= 6
+    for name in names:
+        assert (tmp_path / "par" / name).read_bytes() == (tmp_path / "ser" / name).read_bytes(), name
+
+
+def _fails() -> list:
+    raise ValueError("this figure cannot be drawn")
+
+
+def test_a_figure_that_fails_is_raised_here_and_no_drawer_is_left():
+    import multiprocessing
+
+    import pytest
+
+    from benchmark_model_kernels.report import figures
+
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("drawers side by side need fork and two cores")
+    assert figures.draw_side_by_side([lambda: [("a", "a.png")], lambda: [("b", "b.png")]]) == [
+        [("a", "a.png")], [("b", "b.png")]]
+    with pytest.raises(ValueError, match="cannot be drawn"):
+        figures.draw_side_by_side([lambda: [("a", "a.png")], _fails])
+    assert multiprocessing.active_children() == [] and figures._PENDING == []
