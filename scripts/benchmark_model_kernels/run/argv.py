@@ -31,7 +31,7 @@ def tuning_buckets(case: Case, settings: RunSettings) -> tuple[int, ...] | None:
     Profiling only the bucket the timed call looks up picks the same tactic the default buckets
     would (each bucket is profiled on its own inputs; the others are never used by this call), for
     a fraction of the tuning time (the cuDNN rows, tuned at every bucket, took 355 of a cold
-    DeepSeek-V3 run's 547 s: examples/h200/sweep_speed/models_0762cd1), and keeps the cache keys
+    DeepSeek-V3 run's 547 s: examples/h200/sweep_speed/README.md, the runs of 0762cd1), and keeps the cache keys
     of a default run: bucket M's key is the same either way. It is FlashInfer's own API for known sizes
     (`flashinfer.autotune(tuning_buckets=...)`, docs/autotuning.rst); the worker applies it around
     the driver call (worker.py). It also leaves out the buckets whose cuBLASLt entries FlashInfer
