@@ -248,7 +248,7 @@ def test_dry_run_can_assume_a_target_gpu(tmp_path, capsys):
 
 def test_tuned_moe_rows_only_with_search_moe_tiles(tmp_path, capsys):
     # By default the Triton fused-MoE rows run vLLM's own tiles; --search_moe_tiles adds each
-    # one's searched-tiles twin, and the run records which it planned.
+    # one's searched-tiles twin (and its +quant twin) and nothing else.
     rows = {}
     for name, extra in (("plain", []), ("searched", ["--search_moe_tiles"])):
         wd = tmp_path / name

@@ -327,16 +327,12 @@ def rollup_bars(a: Analysis, out_dir: str, prefix: str) -> list[tuple[str, str]]
     return figs
 
 
-def workdir_figures(a: Analysis, out_dir: str, prefix: str = "fig_") -> list[tuple[str, str]]:
-    """Every figure of one workdir: [(title, file name relative to out_dir)]."""
-    return [t for job in workdir_figure_jobs(a, out_dir, prefix) for t in job()]
-
-
 FigureJob = Callable[[], list[tuple[str, str]]]
 
 
 def workdir_figure_jobs(a: Analysis, out_dir: str, prefix: str = "fig_") -> list[FigureJob]:
-    """`workdir_figures` as independent jobs, in its order (each draws its own files)."""
+    """Every figure of one workdir as independent jobs, each drawing its own files and returning
+    [(title, file name relative to out_dir)]: time vs M, roofline, roll-up bars."""
     return [lambda: time_vs_m(a, out_dir, prefix), lambda: roofline(a, out_dir, prefix),
             lambda: rollup_bars(a, out_dir, prefix)]
 

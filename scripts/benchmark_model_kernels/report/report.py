@@ -144,8 +144,8 @@ def _render(analyses: list[Analysis], out: str) -> str:
     prefixes = [f"fig_{i + 1}_{_slug(label)}_" if several else "fig_" for i, label in enumerate(labels)]
     per_run = [figures.workdir_figure_jobs(a, out, prefix) for a, prefix in zip(analyses, prefixes, strict=True)]
     comparison = [lambda: figures.comparison_figures(analyses, labels, out)] if several else []
-    drawn = figures.draw_side_by_side([*comparison, *(job for jobs in per_run for job in jobs)])
-    comp_figs = drawn.pop(0) if several else []
+    drawn = iter(figures.draw_side_by_side([*comparison, *(job for jobs in per_run for job in jobs)]))
+    comp_figs = next(drawn) if several else []
     if several:
         body += [f"# Kernel benchmark comparison: {len(analyses)} runs", ""]
         pairs = zip(analyses, labels, strict=True)
@@ -153,7 +153,7 @@ def _render(analyses: list[Analysis], out: str) -> str:
         body += [f"- #{i} {label}: `{workdir_name(a.path)}`" for i, (a, label) in enumerate(pairs, 1)] + [""]
         body += comparison_section(analyses, comp_figs)
     for a, jobs in zip(analyses, per_run, strict=True):
-        figs = [t for _ in jobs for t in drawn.pop(0)]
+        figs = [t for _ in jobs for t in next(drawn)]
         body += workdir_section(a, figs, level=2 if several else 1)
     body += ["", "---", "", f"{GENERATED_BY} from results.json only; "
              "references/report.md explains every section.", ""]

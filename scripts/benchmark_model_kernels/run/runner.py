@@ -180,14 +180,14 @@ class Runner:
             # SAVE_EVERY_S: a sweep has hundreds of them, and a --resume after a kill re-makes the
             # few not yet written at once.
             how, now = _how_obtained(case, row), time.monotonic()
-            if how not in ("cache", "decided") or now - self._saved_at >= SAVE_EVERY_S:
+            timed = how not in ("cache", "decided")
+            if timed or now - self._saved_at >= SAVE_EVERY_S:
                 self.results.save()
                 self._saved_at = now
             self._done += 1
             if how != "cache":  # a copied row says nothing of how long the timed ones take
                 self._estimator.record(case, time.monotonic() - started)
-            group = (" ".join(x for x in (how, case.kind, case.backend, case.dtype, case.variant) if x)
-                     if how not in ("cache", "decided") else "")
+            group = " ".join(x for x in (how, case.kind, case.backend, case.dtype, case.variant) if x) if timed else ""
             phases.clock().add_job(how, time.monotonic() - started, group)
             left = [c for c in self._todo if c.case_id not in self.results.rows]
             print(progress_line(self._done, len(self._todo), case, row, time.monotonic() - self._t0,
