@@ -31,6 +31,38 @@ def test_a_family_is_what_a_build_depends_on_not_the_shape():
     assert jw.family_key(a) != jw.family_key(replace(a, mode="eager"))
 
 
+def test_an_autotuned_cudnn_gemm_is_warmed_per_shape_after_the_families(monkeypatch):
+    monkeypatch.delenv("CUDA_CACHE_DISABLE", raising=False)
+    tuned = RunSettings()
+    a, b, a_again = gemm_case(4096, m=8), gemm_case(6144, m=8), gemm_case(4096, m=8, name="other")
+    fp8 = gemm_case(4096, m=8, routine="bmm_fp8", dtype="fp8")
+    cublas = gemm_case(4096, m=8, backend="cublas")
+    assert jw.compiled_per_shape(a, tuned) and jw.compiled_per_shape(fp8, tuned)
+    assert not jw.compiled_per_shape(cublas, tuned)
+    assert jw.warm_key(a, tuned) != jw.warm_key(b, tuned)
+    assert jw.warm_key(a, tuned) == jw.warm_key(a_again, tuned)  # the same shape of another module
+    assert jw.warm_key(a, tuned) != jw.warm_key(a, replace(tuned, autotune_tactics=0))  # more plans profiled
+    reps = jw.representatives([a, b, a_again, fp8, cublas], tuned)
+    assert [c.case_id for c in reps] == [cublas.case_id, a.case_id, b.case_id, fp8.case_id]
+    # no profiling, or a CUDA JIT cache that keeps nothing: one case of the family, as for any family
+    untuned = replace(tuned, autotune=False)
+    assert jw.warm_key(a, untuned) == jw.warm_key(b, untuned) == jw.family_key(a)
+    assert [c.case_id for c in jw.representatives([a, b, cublas], untuned)] == [a.case_id, cublas.case_id]
+    monkeypatch.setenv("CUDA_CACHE_DISABLE", "1")
+    assert jw.warm_key(a, tuned) == jw.family_key(a)
+
+
+def test_a_shape_is_warmed_autotuned_as_timed_without_the_autotune_file(monkeypatch):
+    monkeypatch.delenv("CUDA_CACHE_DISABLE", raising=False)
+    settings = RunSettings(num_iters=30, autotune_cache="/home/u/.cache/bmk/autotune/h200.json")
+    shape = jw.warm_settings(settings, gemm_case(4096))
+    assert (shape.num_iters, shape.dry_run_iters, shape.autotune, shape.autotune_cache) == (1, 1, True, "")
+    assert (shape.autotune_tactics, shape.autotune_buckets) == (settings.autotune_tactics, settings.autotune_buckets)
+    family = jw.warm_settings(settings, gemm_case(4096, backend="cublas"))
+    assert (family.num_iters, family.autotune) == (1, False)
+    assert jw.warm_settings(settings) == family
+
+
 def test_the_smallest_timed_case_of_each_family_stands_for_it():
     big, small = gemm_case(4096, m=512), gemm_case(6144, m=1)
     other = gemm_case(4096, m=64, backend="cublas")
@@ -49,10 +81,14 @@ def test_workers_are_bounded_by_families_cores_and_the_cap():
 
 def test_the_record_is_per_set_of_caches_and_survives_a_bad_file(tmp_path, monkeypatch):
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "fi"))
+    monkeypatch.setenv("CUDA_CACHE_PATH", str(tmp_path / "cuda"))
     before = jw.caches_identity(MACHINE)
     (tmp_path / "fi" / ".cache" / "flashinfer").mkdir(parents=True)
     after = jw.caches_identity(MACHINE)
     assert before != after  # the folder now exists: another set of caches
+    (tmp_path / "cuda").mkdir()
+    assert jw.caches_identity(MACHINE) != after  # the CUDA driver's JIT cache counts too
+    (tmp_path / "cuda").rmdir()
     assert jw.caches_identity({**MACHINE, "gpu": {"name": "NVIDIA B200"}}) != after
     record = jw.WarmRecord(after, str(tmp_path / "rec"))
     assert record.warmed() == set()
@@ -89,7 +125,7 @@ class _Pool:
 
 
 def test_only_families_that_finished_ok_are_recorded(tmp_path):
-    good, bad, lost = gemm_case(1), gemm_case(1, backend="cublas"), gemm_case(1, backend="tinygemm")
+    good, bad, lost = gemm_case(1, backend="cutlass"), gemm_case(1, backend="cublas"), gemm_case(1, backend="tinygemm")
     _Pool.made, _Pool.answers = [], {bad.case_id: {"exception": "RuntimeError: Ninja build failed."},
                                      lost.case_id: None}
     record = jw.WarmRecord("id", str(tmp_path))
@@ -127,11 +163,12 @@ def test_a_run_warms_each_family_once_and_the_warm_up_is_no_row(tmp_path, monkey
 
     rc, out, results = run("first")
     assert rc == 0, out
-    assert "JIT warm-up: 2 kernel families not built on this machine yet" in out
+    # the two cuDNN shapes are autotuned: each is its own warm-up case, after the cuBLAS family
+    assert "JIT warm-up: 1 kernel family and 2 autotuned cuDNN GEMM shapes (compiled per shape)" in out
     assert sorted(by_id(results)) == sorted(c.case_id for c in cases)  # no warm-up row
     assert results["timings"]["phases_s"]["jit warm-up"] > 0
     logs = os.listdir(tmp_path / "first" / "cases" / "jit_warmup")
-    assert f"{cases[0].case_id}.log" in logs and f"{cases[2].case_id}.log" in logs
+    assert {f"{c.case_id}.log" for c in cases} <= set(logs)
     rc, out, results = run("second")
     assert rc == 0 and "JIT warm-up" not in out and "jit warm-up" not in results["timings"]["phases_s"]
 
@@ -155,7 +192,7 @@ def test_families_timed_ok_without_a_warm_up_are_recorded_too(tmp_path, monkeypa
     with monkeypatch.context() as m:
         m.setattr(jw, "warm_up", lambda *a, **k: None)  # as if the families had no warm-up
         run("a")
-    assert jw.WarmRecord(jw.caches_identity(MACHINE)).warmed() == {jw.family_key(c) for c in cases}
+    assert jw.WarmRecord(jw.caches_identity(MACHINE)).warmed() == {jw.warm_key(c, settings) for c in cases}
     assert "JIT warm-up" not in run("b")
 
 

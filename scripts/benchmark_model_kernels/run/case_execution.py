@@ -109,7 +109,7 @@ class CaseExecutor:
         if not self.jit_warmup:
             return None
         runnable = [c for c in cases if c.job != "driver" or self.flashinfer_repo]
-        if len(jit_warmup.representatives(runnable)) < 2:
+        if len(jit_warmup.representatives(runnable, self.settings)) < 2:
             return None  # one family: the timed pass builds it as fast
         record = jit_warmup.WarmRecord(jit_warmup.caches_identity(self.environment))
         return jit_warmup.warm_up(
@@ -122,7 +122,7 @@ class CaseExecutor:
         are built now, so a later run on these caches needs no warm-up for them."""
         if not self.jit_warmup:
             return
-        keys = [jit_warmup.family_key(c) for c in jit_warmup.representatives(cases)]
+        keys = [jit_warmup.warm_key(c, self.settings) for c in jit_warmup.representatives(cases, self.settings)]
         if keys:
             try:
                 jit_warmup.WarmRecord(jit_warmup.caches_identity(self.environment)).add(keys)

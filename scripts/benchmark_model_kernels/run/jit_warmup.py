@@ -17,6 +17,17 @@ starts after every warm-up worker has ended. FlashInfer locks each build across 
 Triton's cache is per kernel and file-based. Each warm-up worker gets MAX_JOBS (FlashInfer's
 ninja -j, flashinfer/jit/cpp_ext.py) of its share of the cores (at least 4), so the builds side by
 side do not start a compiler per core each.
+
+A cuDNN GEMM that the autotuner profiles is the exception: its first use compiles per shape, not
+per family. cuDNN builds every execution plan the heuristics offer for that shape, and the CUDA
+driver JIT-compiles the kernels of the plans profiled, keeping them in its own cache
+(~/.nv/ComputeCache, CUDA_CACHE_PATH). On an H200 (FlashInfer 0.6.18.post1, cuDNN 9.19) an
+autotuned mm_bf16 of 8 x 6144 x 4096 took 10.6 s in a fresh process, 1.3 s in the next one and
+9.3 s again with CUDA_CACHE_DISABLE=1; another N took 5.0 s; four new shapes took 11.5 s side by
+side in four processes and 1.1-1.8 s each after that, one after another (examples/h200/sweep_speed/
+README.md). So each such shape is warmed on its own, autotuned as the timed pass will be (its
+buckets and tactic cap, no autotune file: the tuning is thrown away with the worker), after the
+families, whose builds take longest.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from typing import Any, Callable, Iterable, TextIO
 from ..core.case_schema import AttentionShape, Case
 from ..core.files import user_cache_dir, write_text_atomic
 from ..core.results_schema import Row, RunSettings
+from .argv import CUDNN_TACTIC_BACKENDS
 from .gpu_fanout import run_on_every_gpu
 from .outcome import Outcome, row_from_case
 from .pool import WorkerPool
@@ -50,6 +62,9 @@ RECORD_FILE = "families.json"
 #: the variable names the cache folder itself).
 _FLASHINFER_CACHE = ("FLASHINFER_WORKSPACE_BASE", os.path.join(".cache", "flashinfer"), False)
 _TRITON_CACHE = ("TRITON_CACHE_DIR", os.path.join(".triton", "cache"), True)
+#: The CUDA driver's JIT cache (CUDA_CACHE_PATH, else ~/.nv/ComputeCache; CUDA_CACHE_DISABLE=1
+#: keeps nothing), where the kernels of the cuDNN plans a run profiled are kept.
+_CUDA_CACHE = ("CUDA_CACHE_PATH", os.path.join(".nv", "ComputeCache"), True)
 
 
 def family_key(case: Case) -> str:
@@ -65,27 +80,55 @@ def family_key(case: Case) -> str:
     return json.dumps(parts)
 
 
+def _cuda_cache_kept() -> bool:
+    return os.environ.get("CUDA_CACHE_DISABLE", "0") in ("", "0")
+
+
+def compiled_per_shape(case: Case, settings: RunSettings | None) -> bool:
+    """Whether `case`'s first use compiles per shape (module docstring): a cuDNN GEMM driver case
+    the autotuner profiles, on a machine whose CUDA JIT cache keeps what it compiles."""
+    return (settings is not None and settings.autotune and case.job == "driver" and case.kind == "gemm"
+            and case.backend in CUDNN_TACTIC_BACKENDS and _cuda_cache_kept())
+
+
+def warm_key(case: Case, settings: RunSettings | None = None) -> str:
+    """What a warm-up of `case` builds: its family (family_key), and for a case compiled per shape
+    under `settings` that shape too, with the tactic cap and buckets that decide which plans are
+    profiled."""
+    key = family_key(case)
+    if not compiled_per_shape(case, settings):
+        return key
+    assert settings is not None
+    shape = case.physical
+    return json.dumps([json.loads(key), "shape", list(dataclasses.astuple(shape)), settings.autotune_tactics,
+                       settings.autotune_buckets])
+
+
 def _size(case: Case) -> tuple[int, int]:
     shape = case.physical
     return (case.m, shape.kv_len if isinstance(shape, AttentionShape) else 0)
 
 
-def representatives(cases: Iterable[Case]) -> list[Case]:
-    """The smallest case of each kernel family among `cases` that a worker times (no decided or
-    with_quant case), in the order the families first appear."""
+def representatives(cases: Iterable[Case], settings: RunSettings | None = None) -> list[Case]:
+    """The smallest case of each warm_key among `cases` that a worker times (no decided or
+    with_quant case), in the order the keys first appear, those compiled per shape under
+    `settings` after the families."""
     best: dict[str, Case] = {}
     for case in cases:
         if case.job not in WARMED_JOBS or case.with_quant or case.skip_reason:
             continue
-        key = family_key(case)
+        key = warm_key(case, settings)
         if key not in best or _size(case) < _size(best[key]):
             best[key] = case
-    return list(best.values())
+    return sorted(best.values(), key=lambda c: compiled_per_shape(c, settings))
 
 
-def warm_settings(settings: RunSettings) -> RunSettings:
-    """The settings a warm-up case runs with: one iteration, no autotuning (the run's autotune
-    cache is not touched), the run's correctness check (its reference may build a module too)."""
+def warm_settings(settings: RunSettings, case: Case | None = None) -> RunSettings:
+    """The settings a warm-up case runs with: one iteration, the run's correctness check (its
+    reference may build a module too), and no autotuning (the run's autotune cache is not touched);
+    a case compiled per shape is autotuned as in the timed pass, with no autotune file."""
+    if case is not None and compiled_per_shape(case, settings):
+        return dataclasses.replace(settings, num_iters=1, dry_run_iters=1, autotune_cache="")
     return dataclasses.replace(settings, num_iters=1, dry_run_iters=1, autotune=False)
 
 
@@ -101,10 +144,11 @@ def _folder_identity(env_var: str, under_base: str, names_folder: bool) -> str:
 
 def caches_identity(environment: dict[str, Any]) -> str:
     """Which JIT caches, FlashInfer build and GPU a warm-up record speaks for: the cache folders
-    by path and inode (a removed and re-made folder is another), the wheel and the GPU."""
+    (FlashInfer's, Triton's and the CUDA driver's) by path and inode (a removed and re-made folder
+    is another), the wheel and the GPU."""
     versions = environment.get("versions") or {}
     gpu = environment.get("gpu") or {}
-    parts = [_folder_identity(*_FLASHINFER_CACHE), _folder_identity(*_TRITON_CACHE),
+    parts = [_folder_identity(*_FLASHINFER_CACHE), _folder_identity(*_TRITON_CACHE), _folder_identity(*_CUDA_CACHE),
              str(versions.get("flashinfer_wheel")), str(versions.get("flashinfer_wheel_commit")),
              str(versions.get("torch")), str(gpu.get("name")), str(gpu.get("compute_capability"))]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
@@ -144,10 +188,13 @@ class WarmUp:
     """What a warm-up did."""
 
     families: int
+    """Warm-up cases run: one per kernel family, one per shape of the families compiled per shape."""
     workers: int
     seconds: float
     failed: tuple[str, ...] = ()
     """Case ids whose warm-up case did not finish ok (the timed pass runs and reports them)."""
+    shapes: int = 0
+    """Of `families`, the cases of a shape compiled per shape (cuDNN GEMMs autotuned)."""
 
 
 def worker_count(families: int, cpus: int | None = None) -> int:
@@ -182,9 +229,10 @@ class _WarmLoop:
     the family warmed or the case id that did not finish."""
 
     def __init__(self, slots: int, make_pool: Callable[[int], WorkerPool],
-                 request_of: Callable[[Case], dict[str, Any]], timeout: float):
+                 request_of: Callable[[Case], dict[str, Any]], timeout: float, key_of: Callable[[Case], str]):
         self.slots, self.lock = slots, threading.RLock()
         self._make_pool, self._request_of, self._timeout = make_pool, request_of, timeout
+        self._key_of = key_of
         self.pools: dict[int, WorkerPool] = {}
         self.ok: list[str] = []
         self.failed: list[str] = []
@@ -200,7 +248,7 @@ class _WarmLoop:
 
     def record(self, case: Case, row: Row, started: float) -> None:
         if row.status == "ok":
-            self.ok.append(family_key(case))
+            self.ok.append(self._key_of(case))
         else:
             self.failed.append(case.case_id)
 
@@ -225,15 +273,19 @@ def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings
     runs). A stop signal reaching this (main) thread kills every warm-up worker and is raised
     again."""
     warmed = record.warmed()
-    todo = [c for c in representatives(cases) if family_key(c) not in warmed]
+    todo = [c for c in representatives(cases, settings) if warm_key(c, settings) not in warmed]
     if not todo:
         return None
     workers = worker_count(len(todo))
-    settings = warm_settings(settings)
+    shapes = sum(compiled_per_shape(c, settings) for c in todo)
     os.makedirs(log_dir, exist_ok=True)
     if progress is not None:
-        print(f"JIT warm-up: {len(todo)} kernel families not built on this machine yet; one small case "
-              f"of each in {workers} processes side by side (their times are not kept)", file=progress, flush=True)
+        families = len(todo) - shapes
+        what = f"{families} kernel {'family' if families == 1 else 'families'}"
+        if shapes:
+            what += f" and {shapes} autotuned cuDNN GEMM shapes (compiled per shape)"
+        print(f"JIT warm-up: {what} not built on this machine yet; one small case of each in {workers} "
+              "processes side by side (their times are not kept)", file=progress, flush=True)
     started = time.monotonic()
     env_jobs = _max_jobs(workers)
 
@@ -242,22 +294,23 @@ def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings
                             extra_env={"MAX_JOBS": env_jobs})
 
     def request_of(case: Case) -> dict[str, Any]:
-        return {**make_request(case, settings), "log_path": os.path.join(log_dir, case.case_id + ".log"),
+        return {**make_request(case, warm_settings(settings, case)),
+                "log_path": os.path.join(log_dir, case.case_id + ".log"),
                 "csv_path": os.path.join(log_dir, case.case_id + ".csv")}
 
-    loop = _WarmLoop(workers, make_pool, request_of, settings.case_timeout)
+    loop = _WarmLoop(workers, make_pool, request_of, settings.case_timeout, lambda c: warm_key(c, settings))
     run_on_every_gpu(loop, todo)
     if loop.ok:
         try:
             record.add(loop.ok)
         except OSError:
             pass  # a record not written only costs the next run this warm-up again
-    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed))
+    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed), shapes)
     if progress is not None:
         tail = f"; {len(loop.failed)} did not finish ok (timed and reported below)" if loop.failed else ""
-        print(f"JIT warm-up: {len(todo)} families in {result.seconds:.0f} s{tail}", file=progress, flush=True)
+        print(f"JIT warm-up: {len(todo)} cases in {result.seconds:.0f} s{tail}", file=progress, flush=True)
     return result
 
 
-__all__ = ["MAX_WORKERS", "WARMED_JOBS", "WarmRecord", "WarmUp", "caches_identity", "family_key",
-           "representatives", "warm_settings", "warm_up", "worker_count"]
+__all__ = ["MAX_WORKERS", "WARMED_JOBS", "WarmRecord", "WarmUp", "caches_identity", "compiled_per_shape",
+           "family_key", "representatives", "warm_key", "warm_settings", "warm_up", "worker_count"]
