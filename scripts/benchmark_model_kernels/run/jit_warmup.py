@@ -22,12 +22,14 @@ A cuDNN GEMM that the autotuner profiles is the exception: its first use compile
 per family. cuDNN builds every execution plan the heuristics offer for that shape, and the CUDA
 driver JIT-compiles the kernels of the plans profiled, keeping them in its own cache
 (~/.nv/ComputeCache, CUDA_CACHE_PATH). On an H200 (FlashInfer 0.6.18.post1, cuDNN 9.19) an
-autotuned mm_bf16 of 8 x 6144 x 4096 took 10.6 s in a fresh process, 1.3 s in the next one and
-9.3 s again with CUDA_CACHE_DISABLE=1; another N took 5.0 s; four new shapes took 11.5 s side by
-side in four processes and 1.1-1.8 s each after that, one after another (examples/h200/sweep_speed/
-README.md). So each such shape is warmed on its own, autotuned as the timed pass will be (its
-buckets and tactic cap, no autotune file: the tuning is thrown away with the worker), after the
-families, whose builds take longest.
+autotuned mm_bf16 of 8 x 6144 x 4096 took 4.3 s in a fresh process, 1.5 s in the next one and
+6.6 s again with CUDA_CACHE_DISABLE=1; another N took 3.3 s; four new shapes took 4.2-6.0 s each
+side by side in four processes and 0.8-1.4 s each after that, one after another
+(benchmarks/cudnn_jit_probe.py, examples/h200/sweep_speed/cudnn_jit_06920bf/). So each such
+shape is warmed on its own, autotuned as the timed pass will be (its buckets and tactic cap, no
+autotune file: the tuning is thrown away with the worker), after the families, whose builds take
+longest. A cold Llama-3.1-8B sweep's 36 cuDNN rows took 105 s in the timed pass before, 32 s after
+(examples/h200/sweep_speed/README.md).
 """
 
 from __future__ import annotations
