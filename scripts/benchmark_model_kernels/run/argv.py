@@ -55,8 +55,9 @@ def tactic_cap(case: Case, settings: RunSettings) -> int | None:
 
     cuDNN's heuristics return its execution plans best-first, and FlashInfer's runners offer them
     in that order (_cudnn_graph_engine_knob_tactics walks the plans by index), so the first N are
-    the ones cuDNN itself ranks highest; profiling each costs a graph build and a timed loop, about
-    1.8 s a cuDNN row with one bucket (examples/h200/sweep_speed/README.md). The worker keeps the
+    the ones cuDNN itself ranks highest; profiling each costs a timed loop, and on its first use the
+    CUDA driver compiling its kernels (which the JIT warm-up does for each shape beforehand,
+    jit_warmup.py; examples/h200/sweep_speed/README.md). The worker keeps the
     first N of what the runner offers (worker.py _tactic_cap_scope); the row's note says how many
     of how many were profiled."""
     if not settings.autotune or settings.autotune_tactics <= 0 or case.backend not in CUDNN_TACTIC_BACKENDS:
