@@ -195,3 +195,18 @@ def test_every_committed_recipe_parses_is_bash_and_names_what_exists(name):
                 assert os.path.exists(os.path.join(ROOT, path)), f"{name}/{step.name} names {path}"
             for module in _MODULE.findall(recipe.prelude + "\n" + body):
                 assert importlib.util.find_spec(module) is not None, f"{name}/{step.name} imports {module}"
+
+
+@pytest.mark.parametrize("name", [n for n in evidence.recipe_names()
+                                  if "PYTHONPYCACHEPREFIX" in evidence.load_recipe(n).prelude])
+def test_a_machine_that_writes_no_bytecode_gets_it_under_the_workdir(name, tmp_path):
+    # a container image's PYTHONDONTWRITEBYTECODE=1 would have every process compile torch's and
+    # FlashInfer's sources again; a pip install keeps bytecode, so the recipe does too
+    recipe = evidence.load_recipe(name)
+    script = ("set -uo pipefail\n" + recipe.prelude + '\necho "${PYTHONDONTWRITEBYTECODE:-unset}|'
+              '${PYTHONPYCACHEPREFIX:-unset}|$bytecode_env"')
+    env = {**os.environ, "WORK": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"unset|{tmp_path}/pycache|PYTHONDONTWRITEBYTECODE=1"
