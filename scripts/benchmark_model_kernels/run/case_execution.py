@@ -119,7 +119,9 @@ class CaseExecutor:
 
     def record_built(self, cases: list[Case]) -> None:
         """Add the families of `cases` that a worker ran ok to the warm-up record: their kernels
-        are built now, so a later run on these caches needs no warm-up for them."""
+        are built now, so a later run on these caches needs no warm-up for them. A cuDNN shape
+        whose tactic came from the autotune file had only that plan's kernels compiled; recorded
+        all the same, a later run that tunes it again compiles the rest in its timed pass."""
         if not self.jit_warmup:
             return
         keys = [jit_warmup.warm_key(c, self.settings) for c in jit_warmup.representatives(cases, self.settings)]
