@@ -198,7 +198,7 @@ def test_every_committed_recipe_parses_is_bash_and_names_what_exists(name):
 
 
 @pytest.mark.parametrize("name", [n for n in evidence.recipe_names()
-                                  if "PYTHONPYCACHEPREFIX" in evidence.load_recipe(n).prelude])
+                                  if "bytecode.sh" in evidence.load_recipe(n).prelude])
 def test_a_machine_that_writes_no_bytecode_gets_it_under_the_workdir(name, tmp_path):
     # a container image's PYTHONDONTWRITEBYTECODE=1 would have every process compile torch's and
     # FlashInfer's sources again; a pip install keeps bytecode, so the recipe does too

@@ -1,0 +1,19 @@
+# Sourced by the preludes of the evidence recipes that time runs (from the project root, with
+# WORK set): Python bytecode as a user's machine has it.
+# A pip install writes bytecode at install time, so a user's processes load torch's,
+# transformers' and FlashInfer's modules compiled. Where this machine writes none
+# (PYTHONDONTWRITEBYTECODE, as container images set it; a py-spy sample of a warm Llama run's worker
+# on the H200 spent 6.4 s in source_to_code, 2026-12-03) or its packages hold none and cannot be
+# written, every process compiles their sources again: bytecode is written under the workdir
+# ($WORK/pycache, which a recipe's clean step removes). Sets bytecode_env (what the machine had)
+# and torch_dir (where it was looked at) for the clean step's line.
+bytecode_env="PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  unset PYTHONDONTWRITEBYTECODE
+  export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$WORK/pycache}"
+elif [ -z "${PYTHONPYCACHEPREFIX:-}" ]; then
+  torch_dir=$(python3 -c "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('torch').origin))")
+  if ! ls "$torch_dir"/__pycache__/*.pyc >/dev/null 2>&1 && [ ! -w "$torch_dir" ]; then
+    export PYTHONPYCACHEPREFIX="$WORK/pycache"
+  fi
+fi
