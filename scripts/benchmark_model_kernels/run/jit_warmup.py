@@ -69,7 +69,7 @@ _TRITON_CACHE = ("TRITON_CACHE_DIR", os.path.join(".triton", "cache"), True)
 _CUDA_CACHE = ("CUDA_CACHE_PATH", os.path.join(".nv", "ComputeCache"), True)
 
 
-def family_key(case: Case) -> str:
+def _family_parts(case: Case) -> list[Any]:
     """What a case's first-use builds depend on: its job, routine, backend, dtype, scheme,
     variant, activation and mode, and for attention the head layout (not the batch or KV length)."""
     parts: list[Any] = [case.job, case.kind, case.routine, case.backend, case.dtype, case.scheme,
@@ -79,7 +79,12 @@ def family_key(case: Case) -> str:
         parts += [shape.phase, shape.num_q_heads, shape.num_kv_heads, shape.head_dim_qk, shape.head_dim_vo,
                   shape.page_size, shape.kv_lora_rank, shape.qk_rope_head_dim, shape.sliding_window > 0,
                   shape.attention_chunk_size > 0, shape.causal]
-    return json.dumps(parts)
+    return parts
+
+
+def family_key(case: Case) -> str:
+    """The kernel family of a case (_family_parts) as a record key."""
+    return json.dumps(_family_parts(case))
 
 
 def _cuda_cache_kept() -> bool:
@@ -97,13 +102,11 @@ def warm_key(case: Case, settings: RunSettings | None = None) -> str:
     """What a warm-up of `case` builds: its family (family_key), and for a case compiled per shape
     under `settings` that shape too, with the tactic cap and buckets that decide which plans are
     profiled."""
-    key = family_key(case)
     if not compiled_per_shape(case, settings):
-        return key
+        return family_key(case)
     assert settings is not None
-    shape = case.physical
-    return json.dumps([json.loads(key), "shape", list(dataclasses.astuple(shape)), settings.autotune_tactics,
-                       settings.autotune_buckets])
+    return json.dumps([_family_parts(case), "shape", list(dataclasses.astuple(case.physical)),
+                       settings.autotune_tactics, settings.autotune_buckets])
 
 
 def _size(case: Case) -> tuple[int, int]:
@@ -195,8 +198,6 @@ class WarmUp:
     seconds: float
     failed: tuple[str, ...] = ()
     """Case ids whose warm-up case did not finish ok (the timed pass runs and reports them)."""
-    shapes: int = 0
-    """Of `families`, the cases of a shape compiled per shape (cuDNN GEMMs autotuned)."""
 
 
 def worker_count(families: int, cpus: int | None = None) -> int:
@@ -307,7 +308,7 @@ def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings
             record.add(loop.ok)
         except OSError:
             pass  # a record not written only costs the next run this warm-up again
-    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed), shapes)
+    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed))
     if progress is not None:
         tail = f"; {len(loop.failed)} did not finish ok (timed and reported below)" if loop.failed else ""
         print(f"JIT warm-up: {len(todo)} cases in {result.seconds:.0f} s{tail}", file=progress, flush=True)
