@@ -99,3 +99,40 @@ def test_a_figure_that_fails_is_raised_here_and_no_drawer_is_left():
     with pytest.raises(ValueError, match="cannot be drawn"):
         figures.draw_side_by_side([lambda: [("a", "a.png")], _fails])
     assert multiprocessing.active_children() == [] and figures._PENDING == []
+
+
+def _dispositions() -> list:
+    import signal
+
+    return [(repr(signal.getsignal(signal.SIGTERM)), repr(signal.getsignal(signal.SIGINT)))]
+
+
+def test_drawers_die_on_sigterm_whatever_handler_the_run_has(monkeypatch):
+    # A submitit job ignores SIGTERM; a drawer that inherited that handler outlived the
+    # Pool's terminate, and the run's report waited on it for ever (a slurm sweep's job, once in
+    # tests/run/test_launcher.py). The drawer takes SIGTERM's default and leaves Ctrl-C to the run.
+    import multiprocessing
+    import signal
+
+    import pytest
+
+    from benchmark_model_kernels.report import figures
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("drawers side by side need fork")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+
+    def hung(signum, frame):  # only a guard: the bug waits for ever, this fails it instead
+        raise TimeoutError("draw_side_by_side still waits on its drawers")
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    guard = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(300)
+    try:
+        drawn = figures.draw_side_by_side([_dispositions, _dispositions])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, guard)
+        signal.signal(signal.SIGTERM, previous)
+    assert drawn == [[(repr(signal.SIG_DFL), repr(signal.SIG_IGN))]] * 2
+    assert multiprocessing.active_children() == []
