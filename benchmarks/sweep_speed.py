@@ -290,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                 if costly:
                     print("    costliest: " + ", ".join(
                         f"{k} {v['rows']} rows {v['s']:.1f} s (first {v['first_s']:.1f})" for k, v in costly))
+                warm = sorted((t.get("jit_warm_up_cases") or {}).items(), key=lambda kv: -kv[1])[:8]
+                if warm:
+                    print("    longest JIT warm-up cases: " + ", ".join(f"{k} {v:.1f} s" for k, v in warm))
     print(f"record: {record_path}")
     return 0 if all(r["met"] for r in runs) else 1
 

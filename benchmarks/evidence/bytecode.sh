@@ -17,3 +17,10 @@ elif [ -z "${PYTHONPYCACHEPREFIX:-}" ]; then
     export PYTHONPYCACHEPREFIX="$WORK/pycache"
   fi
 fi
+# install_bytecode: where bytecode goes under the workdir, compile the standard library and the
+# installed packages there first, as a Python install and pip install leave them
+# (benchmarks/install_bytecode.py: the tool's own modules and every JIT cache are left cold). A
+# recipe's clean step calls it after removing $WORK/pycache, before its cold runs.
+install_bytecode() {
+  python3 benchmarks/install_bytecode.py
+}

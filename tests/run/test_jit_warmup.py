@@ -12,13 +12,17 @@ from dataclasses import replace
 
 import pytest
 
+from benchmark_model_kernels.cases.attention import AttentionSweep
+from benchmark_model_kernels.cases.build import build_cases
 from benchmark_model_kernels.core.results_schema import RunSettings, load_results
+from benchmark_model_kernels.plan import planner
 from benchmark_model_kernels.run import jit_warmup as jw
 from benchmark_model_kernels.run import phases, runner
 from benchmark_model_kernels.run.outcome import WorkerReply
-from builders import gemm_case
+from builders import gemm_case, moe_case
 from helpers_runner import by_id, run_request
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MACHINE = {"versions": {"flashinfer_wheel": "0.6.18.post1", "torch": "2.11.0"},
            "gpu": {"name": "NVIDIA H200", "compute_capability": "9.0"}}
 
@@ -71,6 +75,22 @@ def test_the_smallest_timed_case_of_each_family_stands_for_it():
     torch_row = gemm_case(4096, m=1, backend="torch", routine="torch.linear")
     reps = jw.representatives([big, other, small, skipped, twin, torch_row])
     assert [c.case_id for c in reps] == [small.case_id, other.case_id]
+
+
+def test_the_longest_builds_start_first_attention_then_the_driver_gemms_then_triton():
+    # README step 4's cases (Llama-3.1-8B TP=1, M=8, BF16 and FP8, K/V 1024): its 14 families, the
+    # 8 attention modules first, so that they are not left waiting behind the short GEMM builds
+    plan = planner.plan_model("llama-3.1-8b", 1, 1)
+    cases = build_cases(plan, [8], ("bf16", "fp8"), None, (9, 0), attention=AttentionSweep(kv_lens=(1024,)))
+    reps = jw.representatives(cases)
+    assert [(c.job, c.kind) for c in reps] == [("driver", "attention")] * 8 + [("driver", "gemm")] * 5 + [
+        ("triton", "gemm")]
+    assert {(c.backend, c.dtype) for c in reps[:8]} == {
+        (b, d) for b in ("fa2", "fa2_tc", "cudnn", "trtllm-native") for d in ("bf16", "fp8")}
+    # within a rank, the order the families first appear (the plan's)
+    assert [c.backend for c in reps[8:10]] == ["cudnn", "cublaslt"]
+    moe = moe_case(backend="cutlass")
+    assert [jw.build_rank(c) for c in (reps[0], moe, reps[8], reps[-1])] == [0, 1, 2, 3]
 
 
 def test_workers_are_bounded_by_families_cores_and_the_cap():
@@ -167,10 +187,17 @@ def test_a_run_warms_each_family_once_and_the_warm_up_is_no_row(tmp_path, monkey
     assert "JIT warm-up: 1 kernel family and 2 autotuned cuDNN GEMM shapes (compiled per shape)" in out
     assert sorted(by_id(results)) == sorted(c.case_id for c in cases)  # no warm-up row
     assert results["timings"]["phases_s"]["jit warm-up"] > 0
+    # each warm-up case's seconds: the three cases (one family, two shapes), none of them a row
+    assert sorted(results["timings"]["jit_warm_up_cases"]) == sorted(c.case_id for c in cases)
+    assert all(s > 0 for s in results["timings"]["jit_warm_up_cases"].values())
+    jsonschema = pytest.importorskip("jsonschema")
+    with open(os.path.join(ROOT, "references", "results.schema.json")) as f:
+        jsonschema.validate(results["timings"], json.load(f)["properties"]["timings"])
     logs = os.listdir(tmp_path / "first" / "cases" / "jit_warmup")
     assert {f"{c.case_id}.log" for c in cases} <= set(logs)
     rc, out, results = run("second")
     assert rc == 0 and "JIT warm-up" not in out and "jit warm-up" not in results["timings"]["phases_s"]
+    assert "jit_warm_up_cases" not in results["timings"]
 
 
 def test_families_timed_ok_without_a_warm_up_are_recorded_too(tmp_path, monkeypatch):

@@ -38,6 +38,9 @@ def test_phases_add_up_and_the_rest_is_other():
     assert d["cases_by_backend"] == {"driver gemm cudnn fp8": {"rows": 2, "s": 1.0, "first_s": 0.75}}
     # The phases here claim more than the clock has run: nothing is left for "other".
     assert d["other_s"] == 0.0 and d["wall_s"] >= 1.5
+    assert "jit_warm_up_cases" not in d  # no warm-up ran
+    clock.warm_up_cases.update({"attention.attn.decode.m8.kv1024.bf16.fa2": 41.2345})
+    assert clock.as_dict()["jit_warm_up_cases"] == {"attention.attn.decode.m8.kv1024.bf16.fa2": 41.234}
     line = clock.line()
     assert line.startswith("wall ") and "plan 0.0" in line and "cases 3.0" in line
     assert "(cases: cache 1 rows 0.0 s, driver 2 rows 1.0 s)" in line

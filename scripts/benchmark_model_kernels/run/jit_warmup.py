@@ -114,10 +114,24 @@ def _size(case: Case) -> tuple[int, int]:
     return (case.m, shape.kv_len if isinstance(shape, AttentionShape) else 0)
 
 
+#: The families whose first use builds longest, longest first: FlashInfer's attention modules
+#: (CUDA templates instantiated per head layout, dtype and backend: the plumbing run's warm-up on a
+#: fresh H200 lasted as long as they did, 87 s for 14 families, examples/h200/readme_speed/), then
+#: its MoE modules, its GEMM modules, and this tool's Triton kernels (seconds each). Started first,
+#: the long builds are not left waiting behind the short ones for a free worker.
+_BUILD_ORDER = (("driver", "attention"), ("driver", "moe"), ("driver", "gemm"))
+
+
+def build_rank(case: Case) -> int:
+    """Where `case`'s family stands in _BUILD_ORDER (the Triton kernels and anything else last)."""
+    key = (case.job, case.kind)
+    return _BUILD_ORDER.index(key) if key in _BUILD_ORDER else len(_BUILD_ORDER)
+
+
 def representatives(cases: Iterable[Case], settings: RunSettings | None = None) -> list[Case]:
     """The smallest case of each warm_key among `cases` that a worker times (no decided or
-    with_quant case), in the order the keys first appear, those compiled per shape under
-    `settings` after the families."""
+    with_quant case): the families first, longest build first (build_rank; in the order their
+    keys first appear within a rank), then those compiled per shape under `settings`."""
     best: dict[str, Case] = {}
     for case in cases:
         if case.job not in WARMED_JOBS or case.with_quant or case.skip_reason:
@@ -125,7 +139,7 @@ def representatives(cases: Iterable[Case], settings: RunSettings | None = None) 
         key = warm_key(case, settings)
         if key not in best or _size(case) < _size(best[key]):
             best[key] = case
-    return sorted(best.values(), key=lambda c: compiled_per_shape(c, settings))
+    return sorted(best.values(), key=lambda c: (compiled_per_shape(c, settings), build_rank(c)))
 
 
 def warm_settings(settings: RunSettings, case: Case | None = None) -> RunSettings:
@@ -198,6 +212,10 @@ class WarmUp:
     seconds: float
     failed: tuple[str, ...] = ()
     """Case ids whose warm-up case did not finish ok (the timed pass runs and reports them)."""
+    case_seconds: tuple[tuple[str, float], ...] = ()
+    """(case id, seconds from a worker taking it to its answer; a worker's first case includes that
+    worker's start) of each warm-up case, in the order they ended: what each family's build cost on
+    this machine, beside the others."""
 
 
 def worker_count(families: int, cpus: int | None = None) -> int:
@@ -239,6 +257,7 @@ class _WarmLoop:
         self.pools: dict[int, WorkerPool] = {}
         self.ok: list[str] = []
         self.failed: list[str] = []
+        self.seconds: list[tuple[str, float]] = []
 
     def row_of(self, case: Case, slot: int) -> Row:
         with self.lock:
@@ -250,6 +269,7 @@ class _WarmLoop:
         return row_from_case(case, Outcome("ok" if done else "failed", reply.lost))
 
     def record(self, case: Case, row: Row, started: float) -> None:
+        self.seconds.append((case.case_id, time.monotonic() - started))
         if row.status == "ok":
             self.ok.append(self._key_of(case))
         else:
@@ -308,12 +328,12 @@ def warm_up(cases: list[Case], make_request: RequestMaker, settings: RunSettings
             record.add(loop.ok)
         except OSError:
             pass  # a record not written only costs the next run this warm-up again
-    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed))
+    result = WarmUp(len(todo), workers, time.monotonic() - started, tuple(loop.failed), tuple(loop.seconds))
     if progress is not None:
         tail = f"; {len(loop.failed)} did not finish ok (timed and reported below)" if loop.failed else ""
         print(f"JIT warm-up: {len(todo)} cases in {result.seconds:.0f} s{tail}", file=progress, flush=True)
     return result
 
 
-__all__ = ["MAX_WORKERS", "WARMED_JOBS", "WarmRecord", "WarmUp", "caches_identity", "compiled_per_shape",
+__all__ = ["MAX_WORKERS", "WARMED_JOBS", "WarmRecord", "WarmUp", "build_rank", "caches_identity", "compiled_per_shape",
            "family_key", "representatives", "warm_key", "warm_settings", "warm_up", "worker_count"]

@@ -12,6 +12,8 @@ Phases, in the order a run passes them:
 - "environment": the GPU, driver, CUDA, library versions and timer record.
 - "jit warm-up": one case per kernel family run side by side before the timed pass, on a machine
   whose JIT caches have not built them (jit_warmup.py); inside "cases", which does not count it.
+  `jit_warm_up_cases`: each warm-up case's seconds (its family's build beside the others'; a
+  worker's first case includes that worker's start).
 - "cases": the timing loop, also split by how each row was obtained (`cases_by_job`: "driver",
   "torch", "triton", "quant" time on the GPU worker, "cache" for rows copied from the result
   cache, "decided" for rows known unsupported before launch), and the worker's rows again by job,
@@ -53,6 +55,7 @@ class PhaseClock:
         self.by_job: dict[str, float] = {}
         self.count_by_job: dict[str, int] = {}
         self.by_backend: dict[str, dict[str, float]] = {}
+        self.warm_up_cases: dict[str, float] = {}
         self._created = time.monotonic()
         self._open: list[str] = []
         if startup_s is not None:
@@ -98,10 +101,12 @@ class PhaseClock:
 
     def as_dict(self) -> dict[str, Any]:
         """results.json["timings"]: wall seconds, seconds per phase (PHASES order, then any
-        other), rows and seconds per job inside "cases", and what no phase accounts for."""
+        other), rows and seconds per job inside "cases", what no phase accounts for, and each JIT
+        warm-up case's seconds where a warm-up ran."""
         order = [p for p in PHASES if p in self.seconds] + sorted(set(self.seconds) - set(PHASES))
         wall = self.wall_s()
         phases = {p: round(self.seconds[p], 3) for p in order}
+        warm = {k: round(s, 3) for k, s in self.warm_up_cases.items()}
         return {
             "wall_s": round(wall, 3),
             "phases_s": phases,
@@ -111,6 +116,7 @@ class PhaseClock:
             "cases_by_backend": {k: {"rows": int(g["rows"]), "s": round(g["s"], 3),
                                      "first_s": round(g["first_s"], 3)}
                                  for k, g in sorted(self.by_backend.items())},
+            **({"jit_warm_up_cases": warm} if warm else {}),
         }
 
     def line(self) -> str:

@@ -157,8 +157,10 @@ class Runner:
                 # The worker's own start-up (imports, CUDA) overlaps the warm-up's builds.
                 self.executor.start_worker(0)
             warm_started = time.monotonic()
-            if self.executor.warm_up(timed) is not None:
+            warm = self.executor.warm_up(timed)
+            if warm is not None:
                 phases.clock().add_inner("jit warm-up", time.monotonic() - warm_started)
+                phases.clock().warm_up_cases.update(warm.case_seconds)
             if self.slots == 1:
                 for case in timed:
                     started = time.monotonic()
