@@ -1,4 +1,5 @@
-"""figures.py: figures stay bounded in size and are drawn from analysis.py alone."""
+"""figures.py: figures stay bounded in size and are drawn from analysis.py alone; side_by_side.py draws
+them in forked processes, the same files."""
 
 from __future__ import annotations
 
@@ -64,17 +65,17 @@ def test_a_model_sweep_draws_the_speedup_per_model_with_its_spread(tmp_path):
 
 
 def test_figures_drawn_side_by_side_are_the_files_drawn_one_after_another(tmp_path, monkeypatch):
-    from benchmark_model_kernels.report import figures
+    from benchmark_model_kernels.report import side_by_side
 
     dirs = []
     for name, fp8_us in (("model-a", 5.0), ("model-b", 9.0)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(_sweep_run(name, 10.0, fp8_us, 0.5)))
         dirs.append(str(tmp_path / name))
-    side_by_side = open(write_report(dirs, str(tmp_path / "par"))).read()
-    monkeypatch.setattr(figures, "MAX_DRAWERS", 1)
+    together = open(write_report(dirs, str(tmp_path / "par"))).read()
+    monkeypatch.setattr(side_by_side, "MAX_DRAWERS", 1)
     in_turn = open(write_report(dirs, str(tmp_path / "ser"))).read()
-    assert side_by_side == in_turn
+    assert together == in_turn
     names = sorted(os.listdir(tmp_path / "ser"))
     assert sorted(os.listdir(tmp_path / "par")) == names and len([n for n in names if n.endswith(".png")]) >= 6
     for name in names:
@@ -90,15 +91,15 @@ def test_a_figure_that_fails_is_raised_here_and_no_drawer_is_left():
 
     import pytest
 
-    from benchmark_model_kernels.report import figures
+    from benchmark_model_kernels.report import side_by_side
 
     if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("drawers side by side need fork and two cores")
-    assert figures.draw_side_by_side([lambda: [("a", "a.png")], lambda: [("b", "b.png")]]) == [
+    assert side_by_side.draw_side_by_side([lambda: [("a", "a.png")], lambda: [("b", "b.png")]]) == [
         [("a", "a.png")], [("b", "b.png")]]
     with pytest.raises(ValueError, match="cannot be drawn"):
-        figures.draw_side_by_side([lambda: [("a", "a.png")], _fails])
-    assert multiprocessing.active_children() == [] and figures._PENDING == []
+        side_by_side.draw_side_by_side([lambda: [("a", "a.png")], _fails])
+    assert multiprocessing.active_children() == [] and side_by_side._PENDING == []
 
 
 def _dispositions() -> list:
@@ -116,7 +117,7 @@ def test_drawers_die_on_sigterm_whatever_handler_the_run_has(monkeypatch):
 
     import pytest
 
-    from benchmark_model_kernels.report import figures
+    from benchmark_model_kernels.report import side_by_side
 
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("drawers side by side need fork")
@@ -129,7 +130,7 @@ def test_drawers_die_on_sigterm_whatever_handler_the_run_has(monkeypatch):
     guard = signal.signal(signal.SIGALRM, hung)
     signal.alarm(300)
     try:
-        drawn = figures.draw_side_by_side([_dispositions, _dispositions])
+        drawn = side_by_side.draw_side_by_side([_dispositions, _dispositions])
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, guard)

@@ -25,5 +25,6 @@ Nothing here measures; it never changes a results.json. One way, module by modul
   md_module_tables.py  Analysis -> per-module tables, crossovers, cells without a number
   markdown.py  Analysis -> report.md lines (one workdir's section, the comparison of several)
   figures.py   Analysis -> fig_*.png
+  side_by_side.py  figure jobs -> drawn side by side in forked processes (the same files)
   report.py    the CLI: workdirs in, report.md and figures out
 """

@@ -7,21 +7,18 @@ PNG), a roofline per recipe (each FP8 scheme its own panel), and stacked bars of
 roll-up (vLLM default and best per recipe). Several workdirs (a model-config sweep, e.g.
 `benchmark_model.py A B C --ms 64`): grouped bars of the per-step totals per M, with their p10-p90
 spread, and grouped bars of each recipe's speed-up over the run's reference per model. report.py
-draws a report's figures side by side in forked processes (`draw_side_by_side`), the same files.
+draws a report's figures side by side in forked processes (side_by_side.py), the same files.
 """
 
 from __future__ import annotations
 
 import io
 import math
-import multiprocessing
 import os
-import signal
 import textwrap
 from typing import Callable, Sequence
 
 from ..core.files import write_bytes_atomic
-from ..run.lifetime import set_parent_death_signal
 from .analysis import (
     ATTN,
     BASELINE,
@@ -48,10 +45,6 @@ from .run_scale import RunScale
 
 PANELS_PER_FIGURE = 12
 DPI = 110
-#: At most this many processes draw a report's figures side by side: matplotlib draws a figure on
-#: one core, about a second or two each (layout, ticks, PNG encoding), and a sweep's comparison
-#: report draws three per run (8 models: 26 figures, about 40 s one after another on the H200).
-MAX_DRAWERS = 8
 #: Line style per recipe (each FP8 scheme its own dash); colours go per backend so a backend reads
 #: the same in every panel.
 RECIPE_STYLE: dict[str, object] = {"bf16": "-", "fp8.per_tensor": "--", "fp8.per_token": (0, (6, 2, 1, 2)),
@@ -336,50 +329,6 @@ def workdir_figure_jobs(a: Analysis, out_dir: str, prefix: str = "fig_") -> list
     [(title, file name relative to out_dir)]: time vs M, roofline, roll-up bars."""
     return [lambda: time_vs_m(a, out_dir, prefix), lambda: roofline(a, out_dir, prefix),
             lambda: rollup_bars(a, out_dir, prefix)]
-
-
-#: The jobs of the `draw_side_by_side` call in progress: a forked drawer inherits them and gets only
-#: an index, so nothing of an Analysis is pickled.
-_PENDING: list[FigureJob] = []
-
-
-def _draw_pending(index: int) -> list[tuple[str, str]]:
-    return _PENDING[index]()
-
-
-def _drawer_start() -> None:
-    """A forked drawer's signals: it dies with this process (the parent-death signal) and on SIGTERM,
-    whatever handler the parent had (a submitit job's ignores SIGTERM, and Pool.terminate ends its
-    workers with SIGTERM alone, after taking back the tasks that would have ended them: inherited,
-    that handler left the run's report waiting on the drawers for ever); a Ctrl-C is the parent's
-    to act on, which then ends the drawers."""
-    set_parent_death_signal()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def draw_side_by_side(jobs: Sequence[FigureJob]) -> list[list[tuple[str, str]]]:
-    """Each job's [(title, file name)], in order. Where the platform forks and there are several
-    jobs and cores, the jobs run side by side in up to MAX_DRAWERS forked processes (each dies with
-    this one, _drawer_start), else one after another here; the files are the same either way (each
-    job writes only its own, atomically). A job's exception is raised here. Once every job is drawn
-    the drawers are told there is no more work and end by themselves; only on an exception or a
-    stop signal here are they terminated."""
-    workers = min(len(jobs), MAX_DRAWERS, os.cpu_count() or 1)
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [job() for job in jobs]
-    _PENDING[:] = jobs
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_drawer_start)
-    try:
-        drawn = pool.map(_draw_pending, range(len(jobs)), chunksize=1)
-        pool.close()
-        return drawn
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
-        _PENDING.clear()
 
 
 def comparison_tick_labels(analyses: Sequence[Analysis], labels: Sequence[str], m: int) -> list[str]:

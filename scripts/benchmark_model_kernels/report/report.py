@@ -22,7 +22,7 @@ from ..core.files import check_distinct_paths, is_disk_full, path_arg, write_tex
 from ..core.results_schema import RESULTS_JSON, RESULTS_SCHEMA_VERSION, load_results, validate_results
 from ..core.shown_paths import workdir_name
 from ..run.workdir import is_tool_workdir
-from . import figures
+from . import figures, side_by_side
 from .analysis import Analysis, run_labels
 from .markdown import comparison_section, workdir_section
 from .plan_entries import plan_of
@@ -140,11 +140,11 @@ def _render(analyses: list[Analysis], out: str) -> str:
     several = len(analyses) > 1
     labels = run_labels(analyses)
     body: list[str] = []
-    # Every figure first, side by side (figures.draw_side_by_side); then the text in its order.
+    # Every figure first, side by side (side_by_side.py); then the text in its order.
     prefixes = [f"fig_{i + 1}_{_slug(label)}_" if several else "fig_" for i, label in enumerate(labels)]
     per_run = [figures.workdir_figure_jobs(a, out, prefix) for a, prefix in zip(analyses, prefixes, strict=True)]
     comparison = [lambda: figures.comparison_figures(analyses, labels, out)] if several else []
-    drawn = iter(figures.draw_side_by_side([*comparison, *(job for jobs in per_run for job in jobs)]))
+    drawn = iter(side_by_side.draw_side_by_side([*comparison, *(job for jobs in per_run for job in jobs)]))
     comp_figs = next(drawn) if several else []
     if several:
         body += [f"# Kernel benchmark comparison: {len(analyses)} runs", ""]
