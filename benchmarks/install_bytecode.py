@@ -52,11 +52,11 @@ def installed_folders(project: str = ROOT) -> list[str]:
              *sys.path]
     folders: list[str] = []
     for folder in found:
-        own = [project] if os.path.realpath(folder) == os.path.realpath(project) else [
-            os.path.join(project, d) for d in OWN_SOURCES]
-        if not folder or not os.path.isdir(folder) or any(_inside(folder, o) for o in own):
+        if not folder or not os.path.isdir(folder):
             continue
         real = os.path.realpath(folder)
+        if real == os.path.realpath(project) or any(_inside(real, os.path.join(project, d)) for d in OWN_SOURCES):
+            continue
         # a folder inside one already listed is compiled with it (the stdlib holds site-packages)
         if any(_inside(real, f) for f in folders):
             continue
