@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     before = sum(len(files) for _, _, files in os.walk(sys.pycache_prefix))
     # An install meets the same sources that do not compile (the standard library's test data
     # holds deliberate syntax errors, which its own installer skips) and leaves them: so does this.
+    # (compileall's workers may be started by a fork server: they read the filter from the environment)
     warnings.simplefilter("ignore")
+    os.environ["PYTHONWARNINGS"] = "ignore"
     ok = all([compileall.compile_dir(f, quiet=2, workers=0) for f in folders])
     after = sum(len(files) for _, _, files in os.walk(sys.pycache_prefix))
     print(f"bytecode: {after - before} files compiled into {sys.pycache_prefix} from {len(folders)} folders "
