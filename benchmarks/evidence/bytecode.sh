@@ -6,7 +6,7 @@
 # on the H200 spent 6.4 s in source_to_code, 2026-12-03) or its packages hold none and cannot be
 # written, every process compiles their sources again: bytecode is written under the workdir
 # ($WORK/pycache, which a recipe's clean step removes). Sets bytecode_env (what the machine had)
-# and torch_dir (where it was looked at) for the clean step's line.
+# and torch_dir (where it was looked at) for install_bytecode's first line.
 bytecode_env="PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}"
 if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
   unset PYTHONDONTWRITEBYTECODE
@@ -17,10 +17,12 @@ elif [ -z "${PYTHONPYCACHEPREFIX:-}" ]; then
     export PYTHONPYCACHEPREFIX="$WORK/pycache"
   fi
 fi
-# install_bytecode: where bytecode goes under the workdir, compile the standard library and the
-# installed packages there first, as a Python install and pip install leave them
-# (benchmarks/install_bytecode.py: the tool's own modules and every JIT cache are left cold). A
-# recipe's clean step calls it after removing $WORK/pycache, before its cold runs.
+# install_bytecode: say what the machine had and where bytecode goes, and where that is under the
+# workdir, compile the standard library and the installed packages there first, as a Python install
+# and pip install leave them (benchmarks/install_bytecode.py: the tool's own modules and every JIT
+# cache are left cold). A recipe's clean step calls it after removing $WORK/pycache, before its
+# cold runs.
 install_bytecode() {
+  echo "bytecode: machine had $bytecode_env; torch at ${torch_dir:-?}; PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-unset, the packages keep their own}"
   python3 benchmarks/install_bytecode.py
 }
