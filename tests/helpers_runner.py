@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import os
 
-from benchmark_model_kernels.core.results_schema import RunSettings, load_results
+from benchmark_model_kernels.core.results_schema import RunSettings, load_results, row_records
 from benchmark_model_kernels.run import runner
 from benchmark_model_kernels.run.flags import RunRequest
 from builders import gemm_case as gemm_case
@@ -57,13 +57,14 @@ class ResultsWatcher(io.StringIO):
 
 
 def run_cases(tmp_path, cases, *, resume=False, **kw):
-    """run_plan `cases` into tmp_path/w with the stand-in driver: (exit code, results.json,
-    progress stream, workdir)."""
+    """run_plan `cases` into tmp_path/w with the stand-in driver: (exit code, results.json with
+    every row's fields, its null ones included (`row_records`), progress stream, workdir)."""
     workdir = str(tmp_path / "w")
     progress = ResultsWatcher(workdir)
     rc = runner.run_plan(run_request(cases, workdir, settings(tmp_path, **kw), resume=resume), cases,
                          command=["test"], progress=progress, environment=lambda repo: {"fake": True})
-    return rc, load_results(workdir), progress, workdir
+    results = load_results(workdir)
+    return rc, {**results, "rows": row_records(results)}, progress, workdir
 
 
 def by_id(results):

@@ -6,11 +6,20 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, asdict, fields, replace
 
 import pytest
 
-from benchmark_model_kernels.core.results_schema import ROW_CHOICES, ROW_POSITIVE, Row, validate_results
+from benchmark_model_kernels.core.results_schema import (
+    ROW_CHOICES,
+    ROW_POSITIVE,
+    Row,
+    load_results,
+    results_text,
+    row_from_dict,
+    rows_of,
+    validate_results,
+)
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -90,7 +99,38 @@ def test_a_results_json_the_runner_writes_meets_the_schema(tmp_path):
     from helpers_runner import gemm_case, run_cases
 
     cases = with_modes([gemm_case(4096), gemm_case(4096, backend="cublaslt")], ["graph", "eager"])
-    rc, results, _, _ = run_cases(tmp_path, cases, modes=("graph", "eager"))
+    rc, _, _, workdir = run_cases(tmp_path, cases, modes=("graph", "eager"))
+    results = load_results(workdir)
     assert rc == 0 and len(results["rows"]) == 4 and results["run_id"]
-    errors = list(_validator().iter_errors(json.loads(json.dumps(results))))
+    errors = list(_validator().iter_errors(results))
     assert not errors, errors[0].message
+
+
+def test_a_row_leaves_out_its_null_fields_and_reads_back_as_written(tmp_path):
+    from helpers_runner import CUPTI_FALLBACK, gemm_case, run_cases
+
+    rc, _, _, workdir = run_cases(tmp_path, [gemm_case(4096), gemm_case(CUPTI_FALLBACK)])
+    with open(os.path.join(workdir, "results.json")) as f:
+        text = f.read()
+    results = json.loads(text)
+    ok, failed = results["rows"]
+    assert ok["status"] == "ok" and failed["status"] == "failed"
+    # A GEMM row has no attention sizes, a failed one no times: neither is written.
+    assert "kv_len" not in ok and "median_us" in ok and "median_us" not in failed and "samples_us" not in failed
+    assert all(v is not None for row in (ok, failed) for k, v in row.items() if k != "gated")
+    assert "gated" in ok and ok["gated"] is None
+    rows = rows_of(results)
+    assert rows[1].median_us is None and rows[0].kv_len is None and rows[0].median_us == ok["median_us"]
+    # Read back and written again, the file is the same text.
+    assert results_text({**results, "rows": [asdict(r) for r in rows]}) == text
+
+
+def test_an_moe_row_keeps_gated_false_which_its_activation_would_not_say():
+    from benchmark_model_kernels.core.results_schema import row_text
+
+    row = Row(case_id="moe.experts.m8.bf16.cutlass", kind="moe", name="experts", modules="mlp.experts",
+              layers=48, m=8, dtype="bf16", backend="cutlass", routine="cutlass_fused_moe", variant="",
+              with_quant=False, activation="silu", gated=False, status="unsupported", reason="test")
+    back = row_from_dict(json.loads(row_text(asdict(row))))
+    assert back == row and back.gated is False
+    assert row_from_dict(json.loads(row_text(asdict(replace(row, gated=True))))).gated is True

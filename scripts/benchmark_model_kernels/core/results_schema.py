@@ -12,7 +12,7 @@ results.json layout (schema_version 1):
       "settings": {...},             # RunSettings as a dict
       "plan": {...} | null,          # plan.Plan.to_dict() when run from a plan
       "notes": {"quant_timing": "how *_with_quant rows were measured", ...},
-      "rows": [Row, ...]             # one per Case, in case order
+      "rows": [Row, ...]             # one per Case, in case order; null fields left out (row_text)
     }
 
 Every Case yields exactly one Row (`row_schema.py`: the Row dataclass, its statuses and the checks
@@ -191,9 +191,9 @@ _JSON_TYPE = {dict: "an object", list: "a list", str: "a string", type(None): "n
 def validate_results(payload: object, *, check_rows: bool = True) -> None:
     """Raise `ResultsError` (a ValueError) unless `payload` is a results.json this tool reads: an
     object of RESULTS_SCHEMA_VERSION whose `rows` are Row objects (each field of its type and
-    range, `check_row_fields`; fields a row predates may be absent, unknown ones are ignored, as
-    `row_from_dict` does) and whose `plan`, when there is one, is a valid plan. `check_rows` False:
-    the rows must be a list, but each is left to the caller (`row_problem`)."""
+    range, `check_row_fields`; null fields and fields a row predates may be absent, unknown ones
+    are ignored, as `row_from_dict` does) and whose `plan`, when there is one, is a valid plan.
+    `check_rows` False: the rows must be a list, but each is left to the caller (`row_problem`)."""
     if not isinstance(payload, dict):
         raise ResultsError("(top level)", payload, "must be a JSON object (a benchmark results file)")
     version = payload.get("schema_version")
@@ -232,8 +232,13 @@ def load_results(path: str) -> dict[str, Any]:
 
 
 def row_text(row: dict[str, Any]) -> str:
-    """One row as results.json holds it: compact JSON on one line."""
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+    """One row as results.json holds it: compact JSON on one line, without the fields whose value
+    is null (a third of a row's text: an attention row has no GEMM sizes, a GEMM row no attention
+    ones, an unsupported row no times). Every such field's default is null, so `row_from_dict`
+    reads the row back as written, as JSON readers do (jq, pandas: an absent key is null). `gated`
+    stays: an MoE row without it is read as gated unless its activation is element-wise."""
+    kept = {k: v for k, v in row.items() if v is not None or k == "gated"}
+    return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
 
 
 def member_text(value: Any) -> str:
@@ -260,6 +265,12 @@ def results_text(payload: dict[str, Any]) -> str:
 
 def rows_of(results: dict[str, Any]) -> list[Row]:
     return [row_from_dict(r) for r in results.get("rows", [])]
+
+
+def row_records(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """A results.json's rows as dicts of every Row field, the null ones (which the file leaves
+    out, `row_text`) and those a row predates included: for code that reads rows by key."""
+    return [asdict(row) for row in rows_of(results)]
 
 
 def new_run_id(timestamp: str) -> str:
@@ -312,7 +323,7 @@ def csv_text(rows: Iterable[Row], facts: dict[str, Any] | None = None) -> str:
     return buf.getvalue()
 
 
-__all__ = ["AUTOTUNE_BUCKETS", "assemble_results_text", "member_text", "results_text", "row_text",
+__all__ = ["AUTOTUNE_BUCKETS", "assemble_results_text", "member_text", "results_text", "row_records", "row_text",
            "UNTIMED_SETTINGS", "SETTINGS_BEFORE_RECORDED",
            "timing_settings",
            "settings_differences", "RESULTS_SCHEMA_VERSION", "RESULTS_JSON", "RESULTS_CSV", "STATUSES", "TIMERS",

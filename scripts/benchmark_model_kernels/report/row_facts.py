@@ -45,11 +45,13 @@ NO_CHECK_RECORDED = "recorded before correctness checks: not checked"
 
 
 def _marked(row: Row, raw: dict[str, Any], mode: str) -> Row:
-    """`mode` for a row from before modes; the marks of a timed row from before spreads/checks."""
+    """`mode` for a row from before modes; the marks of a timed row from before spreads/checks
+    (which added the string fields `spread_note` and `check`: a row writes them always, its null
+    fields never, `row_text`)."""
     marks: dict[str, Any] = {}
     if not row.mode:
         marks["mode"] = mode
-    if row.median_us is not None and "n_samples" not in raw and not row.spread_note:
+    if row.median_us is not None and "spread_note" not in raw and not row.spread_note:
         marks["spread_note"] = NO_SPREAD_RECORDED
     if row.median_us is not None and "check" not in raw and not row.check_note:
         marks["check_note"] = NO_CHECK_RECORDED
