@@ -8,6 +8,8 @@
 # From the project root (about 4 minutes on an H200; everything goes to stdout):
 #   source .devbundle/setup.sh && export PYTHONPATH=$PWD/scripts:$PYTHONPATH && \
 #     bash benchmarks/kill_check.sh [WORKDIR]        (default /tmp/kill_check.<pid>; must not exist)
+# The runs take the driver checkout FLASHINFER_REPO names (.devslim/setup.sh sets it), else
+# .devbundle/flashinfer.
 # Every run starts under `timeout`, which leads a process group of its own, and the EXIT trap
 # SIGKILLs those groups, so nothing started here outlives the script. The runs' workers are in
 # sessions of their own and are NOT killed by the script: that they die with their run is what
@@ -16,7 +18,7 @@ set -u
 W=${1:-/tmp/kill_check.$$}
 LOGS="$W.logs"
 RUN=(python3 scripts/benchmark_model.py llama-3.1-8b --tp 1 --ms 8 64
-     --flashinfer_repo .devbundle/flashinfer --workdir "$W")
+     --flashinfer_repo "${FLASHINFER_REPO:-.devbundle/flashinfer}" --workdir "$W")
 STARTED_GROUPS=()
 VERDICTS=()
 
