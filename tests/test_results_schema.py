@@ -17,6 +17,7 @@ from benchmark_model_kernels.core.results_schema import (
     load_results,
     results_text,
     row_from_dict,
+    row_records,
     rows_of,
     validate_results,
 )
@@ -122,7 +123,7 @@ def test_a_row_leaves_out_its_null_fields_and_reads_back_as_written(tmp_path):
     rows = rows_of(results)
     assert rows[1].median_us is None and rows[0].kv_len is None and rows[0].median_us == ok["median_us"]
     # Read back and written again, the file is the same text.
-    assert results_text({**results, "rows": [asdict(r) for r in rows]}) == text
+    assert results_text({**results, "rows": row_records(results)}) == text
 
 
 def test_an_moe_row_keeps_gated_false_which_its_activation_would_not_say():

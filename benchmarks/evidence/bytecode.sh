@@ -17,7 +17,7 @@ elif [ -z "${PYTHONPYCACHEPREFIX:-}" ]; then
     export PYTHONPYCACHEPREFIX="$WORK/pycache"
   fi
 fi
-# install_bytecode: say what the machine had and where bytecode goes, and where that is under the
+# install_bytecode: print what the machine had and where bytecode goes; when that is under the
 # workdir, compile the standard library and the installed packages there first, as a Python install
 # and pip install leave them (benchmarks/install_bytecode.py: the tool's own modules and every JIT
 # cache are left cold). A recipe's clean step calls it after removing $WORK/pycache, before its
