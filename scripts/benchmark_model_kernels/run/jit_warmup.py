@@ -6,17 +6,17 @@ run's machine record and GPU pin. Out: kernels built into FlashInfer's and Trito
 `WarmUp` summary (families, workers, seconds) and a record, in the per-user cache folder, of the
 families warmed over these JIT caches, so that a later run on the same caches skips them.
 
-Why: on a fresh machine most of a short run is FlashInfer building each kernel family the first
-time a case uses it, one after another (README step 4 on an H200: 122 of 182 s in 28 driver rows,
-examples/h200/readme_speed/), while each build keeps only a few of the cores busy. A family's build
-depends on the routine, backend, dtypes, head sizes and mode, not on M, N, K or the KV length
-(FlashInfer's JitSpec names: flashinfer/jit/), so one case of each family builds what every case of
-it loads. The warm-up's timings are thrown away and nothing is timed while it runs: the timed pass
-starts after every warm-up worker has ended. FlashInfer locks each build across processes
-(flashinfer/jit/core.py: build_and_load, FileLock), so two workers never build one module twice;
-Triton's cache is per kernel and file-based. Each warm-up worker gets MAX_JOBS (FlashInfer's
-ninja -j, flashinfer/jit/cpp_ext.py) of its share of the cores (at least 4), so the builds side by
-side do not start a compiler per core each.
+Why: on a fresh machine most of a short run is FlashInfer building each kernel family the first time
+a case uses it, one after another (README step 4 on an H200 before this warm-up: 122 of 182 s in 28
+driver rows, in the history of examples/h200/readme_speed/), while each build keeps only a few of
+the cores busy. A family's build depends on the routine, backend, dtypes, head sizes and mode, not
+on M, N, K or the KV length (FlashInfer's JitSpec names: flashinfer/jit/), so one case of each
+family builds what every case of it loads. The warm-up's timings are thrown away and nothing is
+timed while it runs: the timed pass starts after every warm-up worker has ended. FlashInfer locks
+each build across processes (flashinfer/jit/core.py: build_and_load, FileLock), so two workers never
+build one module twice; Triton's cache is per kernel and file-based. Each warm-up worker gets
+MAX_JOBS (FlashInfer's ninja -j, flashinfer/jit/cpp_ext.py) of its share of the cores (at least 4),
+so the builds side by side do not start a compiler per core each.
 
 A cuDNN GEMM that the autotuner profiles is the exception: its first use compiles per shape, not
 per family. cuDNN builds every execution plan the heuristics offer for that shape, and the CUDA
@@ -116,7 +116,7 @@ def _size(case: Case) -> tuple[int, int]:
 
 #: The families whose first use builds longest, longest first: FlashInfer's attention modules
 #: (CUDA templates instantiated per head layout, dtype and backend: the plumbing run's warm-up on a
-#: fresh H200 lasted as long as they did, 87 s for 14 families, examples/h200/readme_speed/), then
+#: fresh H200 lasts as long as they do: 57 s for 14 families, examples/h200/readme_speed/), then
 #: its MoE modules, its GEMM modules, and this tool's Triton kernels (seconds each). Started first,
 #: the long builds are not left waiting behind the short ones for a free worker.
 _BUILD_ORDER = (("driver", "attention"), ("driver", "moe"), ("driver", "gemm"))
