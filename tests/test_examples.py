@@ -18,11 +18,11 @@ EXAMPLES = os.path.join(ROOT, "examples")
 INDEX = os.path.join(EXAMPLES, "README.md")
 #: Folders whose sub-folders are indexed one by one (each H200 question has a folder of its own).
 GROUPS = ("h200", "h100")
-#: The cap on examples/ in bytes: 17.1 MB once the reliability and triton_moe runs were re-made
-#: with the current code on H100s, rounded up. The aim is under 10 MB;
+#: The cap on examples/ in bytes: 16.4 MB once the reliability, triton_moe and deployment runs were
+#: re-made with the current code on H100s, rounded up. The aim is under 10 MB;
 #: lower it as runs are pruned, raise it only for a new question's run after deleting what that run
 #: supersedes (git history keeps superseded runs).
-SIZE_CAP_BYTES = 18 * 1000 * 1000
+SIZE_CAP_BYTES = 17 * 1000 * 1000
 
 #: An absolute path of some machine: a "/" that starts a path (not "p10/p90", "deploy/data/",
 #: "https://host/home/...", "~/flashinfer") followed by a top-level folder where runs, homes and
