@@ -16,7 +16,7 @@ from support import ROOT
 
 EXAMPLES = os.path.join(ROOT, "examples")
 INDEX = os.path.join(EXAMPLES, "README.md")
-#: Folders whose sub-folders are indexed one by one (each H200 question has a folder of its own).
+#: Folders whose sub-folders are indexed one by one (each question run on that GPU has a folder of its own).
 GROUPS = ("h200", "h100")
 #: The cap on examples/ in bytes: 16.4 MB once the reliability, triton_moe and deployment runs were
 #: re-made with the current code on H100s, rounded up. The aim is under 10 MB;
